@@ -1,0 +1,17 @@
+// Command sluice is a CloudEvents broker and the load-testing kit that measures it.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-broker/sluice/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(cli.Execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
