@@ -1,0 +1,80 @@
+// Package channel defines where events wait between ingress and delivery: one interface,
+// several backends beneath it (memory, jetstream, kafka). A channel knows nothing of HTTP.
+//
+// A broker owns one Channel. Ingress routes each event to the subscriptions (triggers)
+// whose filters match and publishes it with that route; each subscription's dispatcher
+// consumes its own stream of messages and settles every one with Ack (delivered or
+// dead-lettered) or leaves it for redelivery (durable backends, on shutdown).
+package channel
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluice-broker/sluice/event"
+)
+
+// Errors a Channel returns. Ingress maps ErrFull to 429 and ErrUnavailable to 503, both
+// with Retry-After.
+var (
+	// ErrFull: the channel has no room for the events now; try again later.
+	ErrFull = errors.New("channel full")
+	// ErrUnavailable: the backend cannot store events now (unreachable, disk full, ...).
+	ErrUnavailable = errors.New("channel backend unavailable")
+	// ErrClosed: the channel or consumer was closed.
+	ErrClosed = errors.New("channel closed")
+)
+
+// Envelope is one event and the names of the subscriptions it was routed to at ingress.
+// An envelope routed to no subscription is not stored.
+type Envelope struct {
+	Event         *event.Event
+	Subscriptions []string
+}
+
+// Channel stores the events of one broker until every subscription they were routed to
+// has settled them. Implementations are safe for concurrent use.
+type Channel interface {
+	// Publish stores envs. It returns nil only when all of them are stored (for a durable
+	// backend: acknowledged by it); on error none of them may be considered stored and the
+	// caller rejects the request. Publish must not block for long: a full channel returns
+	// ErrFull at once, a slow backend an error wrapping ErrUnavailable when ctx ends.
+	Publish(ctx context.Context, envs []Envelope) error
+
+	// Consume opens the subscription called name (creating it if new) and returns its
+	// consumer. Events published to name before Consume may be lost on a memory channel;
+	// open every subscription before routing to it.
+	Consume(ctx context.Context, name string) (Consumer, error)
+
+	// Remove deletes the subscription called name once its consumer is closed; events
+	// still stored for it are released (and reported by the caller as undelivered).
+	Remove(ctx context.Context, name string) error
+
+	// Close releases the channel's resources. Consumers return ErrClosed afterwards.
+	Close() error
+}
+
+// Consumer is one subscription's stream of messages. Receive may be called from several
+// goroutines; each message is returned to one of them.
+type Consumer interface {
+	// Receive blocks until a message is available, ctx ends (ctx.Err()) or the consumer
+	// or channel is closed (ErrClosed).
+	Receive(ctx context.Context) (Message, error)
+	// Len reports how many messages wait for this subscription (the consumer lag).
+	Len() int
+	// Close stops the consumer. Unsettled messages stay stored in durable backends.
+	Close() error
+}
+
+// Message is one event delivered to one subscription.
+type Message interface {
+	// Event is the stored event. It is shared: treat it as read-only, Clone to change it.
+	Event() *event.Event
+	// Ack settles the message: it was delivered or dead-lettered, and will not be seen
+	// again by this subscription.
+	Ack() error
+	// Release gives up on the message without settling it: a durable backend delivers it
+	// again later (after a restart, say); a memory channel frees it and reports false,
+	// meaning the event is lost and the caller must log and count it.
+	Release() (redelivered bool)
+}

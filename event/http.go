@@ -1,0 +1,311 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// Media types of the CloudEvents HTTP binding.
+const (
+	MediaTypeStructured = "application/cloudevents+json"
+	MediaTypeBatch      = "application/cloudevents-batch+json"
+	mediaTypePrefix     = "application/cloudevents"
+)
+
+// HTTPError is a request Sluice will not accept, with the status to answer and a one-line
+// reason for the body.
+type HTTPError struct {
+	Status int
+	Err    error
+}
+
+func (e *HTTPError) Error() string { return e.Err.Error() }
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+func httpErr(status int, err error) *HTTPError { return &HTTPError{Status: status, Err: err} }
+
+// ErrTooLarge is the cause of a 413: the body exceeds the configured limit.
+var ErrTooLarge = errors.New("body exceeds the size limit")
+
+// Mode is how an HTTP message carries its events.
+type Mode int
+
+// The three modes of the CloudEvents HTTP binding.
+const (
+	ModeBinary Mode = iota
+	ModeStructured
+	ModeBatch
+)
+
+// ModeOf classifies a Content-Type header value. Structured or batch in a format other
+// than JSON is an *HTTPError with status 415.
+func ModeOf(contentType string) (Mode, error) {
+	if len(contentType) < len(mediaTypePrefix) || !strings.EqualFold(contentType[:len(mediaTypePrefix)], mediaTypePrefix) {
+		return ModeBinary, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ModeBinary, httpErr(http.StatusUnsupportedMediaType, fmt.Errorf("content-type %q: %v", contentType, err))
+	}
+	switch mt {
+	case MediaTypeStructured:
+		return ModeStructured, nil
+	case MediaTypeBatch:
+		return ModeBatch, nil
+	}
+	return ModeBinary, httpErr(http.StatusUnsupportedMediaType,
+		fmt.Errorf("content-type %q: only %s and %s are supported", mt, MediaTypeStructured, MediaTypeBatch))
+}
+
+// ReadRequest reads the events of an HTTP request in any of the three modes. The body may
+// hold at most maxBytes. Errors are *HTTPError: 400 for an invalid event, 413 for a body
+// over the limit, 415 for an unsupported structured format.
+func ReadRequest(r *http.Request, maxBytes int64) ([]*Event, error) {
+	body, err := readBody(r.Body, r.ContentLength, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(r.Header, body)
+}
+
+// ReadResponse reads the event a response carries (a reply), if any; a response without
+// an event (no ce-specversion header and not structured) returns nil, nil.
+func ReadResponse(resp *http.Response, maxBytes int64) (*Event, error) {
+	mode, err := ModeOf(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModeBinary && resp.Header.Get("Ce-Specversion") == "" {
+		return nil, nil
+	}
+	body, err := readBody(resp.Body, resp.ContentLength, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := Parse(resp.Header, body)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) != 1 {
+		return nil, httpErr(http.StatusBadRequest, fmt.Errorf("a reply must hold one event, not %d", len(evs)))
+	}
+	return evs[0], nil
+}
+
+// Parse builds the events of an HTTP message from its header and whole body. body is
+// retained as the data of a binary-mode event.
+func Parse(h http.Header, body []byte) ([]*Event, error) {
+	mode, err := ModeOf(h.Get("Content-Type"))
+	if err != nil {
+		return nil, err
+	}
+	var evs []*Event
+	switch mode {
+	case ModeStructured:
+		e, err := ParseStructured(body)
+		if err != nil {
+			return nil, httpErr(http.StatusBadRequest, err)
+		}
+		evs = []*Event{e}
+	case ModeBatch:
+		if evs, err = ParseBatch(body); err != nil {
+			return nil, httpErr(http.StatusBadRequest, err)
+		}
+	default:
+		e, err := parseBinary(h, body)
+		if err != nil {
+			return nil, httpErr(http.StatusBadRequest, err)
+		}
+		evs = []*Event{e}
+	}
+	return evs, nil
+}
+
+func readBody(r io.Reader, contentLength, maxBytes int64) ([]byte, error) {
+	if r == nil || r == http.NoBody {
+		return nil, nil
+	}
+	if contentLength > maxBytes {
+		return nil, httpErr(http.StatusRequestEntityTooLarge, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, contentLength, maxBytes))
+	}
+	if contentLength >= 0 {
+		if contentLength == 0 {
+			return nil, nil
+		}
+		buf := make([]byte, contentLength)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, httpErr(http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
+		}
+		return buf, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		return nil, httpErr(http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
+	}
+	if int64(len(buf)) > maxBytes {
+		return nil, httpErr(http.StatusRequestEntityTooLarge, fmt.Errorf("%w: limit %d bytes", ErrTooLarge, maxBytes))
+	}
+	if len(buf) == 0 {
+		return nil, nil
+	}
+	return buf, nil
+}
+
+// parseBinary reads a binary-mode event: attributes from ce- headers (percent-decoded),
+// datacontenttype from Content-Type, data the body unchanged.
+func parseBinary(h http.Header, body []byte) (*Event, error) {
+	e := &Event{Data: body, DataContentType: h.Get("Content-Type")}
+	for k, vs := range h {
+		if len(k) < 4 || (k[0] != 'C' && k[0] != 'c') || (k[1] != 'e' && k[1] != 'E') || k[2] != '-' {
+			continue
+		}
+		if len(vs) != 1 {
+			return nil, invalid(strings.ToLower(k), "header given %d times", len(vs))
+		}
+		v, err := decodeHeaderValue(vs[0])
+		if err != nil {
+			return nil, invalid(strings.ToLower(k), "%v", err)
+		}
+		switch k {
+		case "Ce-Specversion":
+			e.SpecVersion = v
+		case "Ce-Id":
+			e.ID = v
+		case "Ce-Source":
+			e.Source = v
+		case "Ce-Type":
+			e.Type = v
+		case "Ce-Subject":
+			e.Subject = v
+		case "Ce-Time":
+			e.Time = v
+		case "Ce-Dataschema":
+			e.DataSchema = v
+		default:
+			name := strings.ToLower(k[3:])
+			switch name {
+			case AttrDataContentType:
+				return nil, invalid("ce-datacontenttype", "not allowed in binary mode; send Content-Type")
+			case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrSubject, AttrTime, AttrDataSchema:
+				// A non-canonical spelling of a known attribute (HTTP/2 or a raw header map).
+				if prev, _ := e.Get(name); prev != "" {
+					return nil, invalid(name, "set more than once")
+				}
+				e.Set(name, v)
+			default:
+				if e.Extensions == nil {
+					e.Extensions = make([]Extension, 0, len(h))
+				}
+				e.Extensions = append(e.Extensions, Extension{Name: name, Value: v})
+			}
+		}
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// decodeHeaderValue percent-decodes a ce- header value as the HTTP binding requires and
+// checks the result is valid UTF-8 (Validate checks that).
+func decodeHeaderValue(v string) (string, error) {
+	if strings.IndexByte(v, '%') < 0 {
+		return v, nil
+	}
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		if i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2]) {
+			return "", fmt.Errorf("bad percent-encoding at byte %d", i)
+		}
+		b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
+		i += 2
+	}
+	return string(b), nil
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// needsEncoding reports whether a header value byte must be percent-encoded: anything
+// outside printable ASCII, space, double quote and percent.
+func needsEncoding(c byte) bool { return c <= ' ' || c >= 0x7f || c == '"' || c == '%' }
+
+// EncodeHeaderValue percent-encodes v for a ce- header.
+func EncodeHeaderValue(v string) string {
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if needsEncoding(v[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return v
+	}
+	const hexdigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len(v)+2*n)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if needsEncoding(c) {
+			b = append(b, '%', hexdigits[c>>4], hexdigits[c&15])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// Canonical header keys of the standard attributes, so writing them skips
+// canonicalisation.
+const (
+	hdrSpecVersion = "Ce-Specversion"
+	hdrID          = "Ce-Id"
+	hdrSource      = "Ce-Source"
+	hdrType        = "Ce-Type"
+	hdrSubject     = "Ce-Subject"
+	hdrTime        = "Ce-Time"
+	hdrDataSchema  = "Ce-Dataschema"
+)
+
+// WriteHeaders sets the binary-mode headers of e on h: one ce- header per attribute and
+// extension (percent-encoded) and Content-Type from datacontenttype. The body is e.Data.
+func WriteHeaders(h http.Header, e *Event) {
+	set := func(k, v string) {
+		if v != "" {
+			h[k] = []string{EncodeHeaderValue(v)}
+		}
+	}
+	set(hdrSpecVersion, e.SpecVersion)
+	set(hdrID, e.ID)
+	set(hdrSource, e.Source)
+	set(hdrType, e.Type)
+	set(hdrSubject, e.Subject)
+	set(hdrTime, e.Time)
+	set(hdrDataSchema, e.DataSchema)
+	if e.DataContentType != "" {
+		h["Content-Type"] = []string{e.DataContentType}
+	}
+	for _, x := range e.Extensions {
+		h[textproto.CanonicalMIMEHeaderKey("ce-"+x.Name)] = []string{EncodeHeaderValue(x.Value)}
+	}
+}

@@ -1,0 +1,118 @@
+package event
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+	"unicode/utf8"
+)
+
+// ValidationError says why an event is not a valid CloudEvent 1.0.
+type ValidationError struct {
+	Attribute string // the attribute at fault, empty when not about one attribute
+	Reason    string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Attribute == "" {
+		return "invalid event: " + e.Reason
+	}
+	return "invalid event: " + e.Attribute + ": " + e.Reason
+}
+
+func invalid(attr, format string, args ...any) *ValidationError {
+	return &ValidationError{Attribute: attr, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ValidExtensionName reports whether name is a valid CloudEvents attribute name: one or
+// more lower-case ASCII letters or digits.
+func ValidExtensionName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// reservedName reports names that cannot be extensions: the spec's attributes and the
+// structured-mode members for data.
+func reservedName(name string) bool {
+	switch name {
+	case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema,
+		AttrSubject, AttrTime, "data", "data_base64":
+		return true
+	}
+	return false
+}
+
+// Validate checks e against CloudEvents 1.0: specversion 1.0; id, source and type set;
+// source a URI-reference; dataschema an absolute URI; time RFC 3339; extension names
+// [a-z0-9]+ and unique; every value valid UTF-8.
+func (e *Event) Validate() error {
+	if e.SpecVersion != SpecVersion {
+		if e.SpecVersion == "" {
+			return invalid(AttrSpecVersion, "missing")
+		}
+		return invalid(AttrSpecVersion, "%q is not supported, only %s", e.SpecVersion, SpecVersion)
+	}
+	if e.ID == "" {
+		return invalid(AttrID, "missing")
+	}
+	if e.Source == "" {
+		return invalid(AttrSource, "missing")
+	}
+	if _, err := url.Parse(e.Source); err != nil {
+		return invalid(AttrSource, "not a URI-reference: %v", unwrapURL(err))
+	}
+	if e.Type == "" {
+		return invalid(AttrType, "missing")
+	}
+	if e.DataSchema != "" {
+		u, err := url.Parse(e.DataSchema)
+		if err != nil || !u.IsAbs() {
+			return invalid(AttrDataSchema, "not an absolute URI")
+		}
+	}
+	if e.Time != "" {
+		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil {
+			return invalid(AttrTime, "%q is not an RFC 3339 timestamp", e.Time)
+		}
+	}
+	for _, s := range [...]struct{ name, v string }{
+		{AttrID, e.ID}, {AttrSource, e.Source}, {AttrType, e.Type}, {AttrSubject, e.Subject},
+		{AttrDataContentType, e.DataContentType},
+	} {
+		if !utf8.ValidString(s.v) {
+			return invalid(s.name, "not valid UTF-8")
+		}
+	}
+	for i, x := range e.Extensions {
+		if !ValidExtensionName(x.Name) {
+			return invalid(x.Name, "extension names must be lower-case letters and digits only")
+		}
+		if reservedName(x.Name) {
+			return invalid(x.Name, "reserved name used as an extension")
+		}
+		if !utf8.ValidString(x.Value) {
+			return invalid(x.Name, "not valid UTF-8")
+		}
+		for _, y := range e.Extensions[:i] {
+			if y.Name == x.Name {
+				return invalid(x.Name, "set more than once")
+			}
+		}
+	}
+	return nil
+}
+
+func unwrapURL(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
