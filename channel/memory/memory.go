@@ -1,0 +1,163 @@
+// Package memory is the fastest channel: events wait in per-subscription queues in
+// memory, bounded by a byte budget, and are lost if the process dies. It does the
+// Knative In-Memory Channel's job without its unbounded growth: when the budget is spent,
+// Publish fails at once with channel.ErrFull and ingress answers 429.
+//
+// An event routed to several subscriptions is stored once and counted once against the
+// budget; its bytes return when the last subscription settles it.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+// DefaultLimit is the byte budget of a channel created without WithBudget: 256 MiB.
+const DefaultLimit = 256 << 20
+
+// Channel is a memory channel. It is safe for concurrent use.
+type Channel struct {
+	budget *Budget
+
+	mu     sync.RWMutex
+	queues map[string]*queue
+	closed bool
+}
+
+var _ channel.Channel = (*Channel)(nil)
+
+// Option configures a Channel.
+type Option func(*Channel)
+
+// WithBudget makes the channel draw on b, which other channels may share; by default a
+// channel has a budget of its own of DefaultLimit bytes.
+func WithBudget(b *Budget) Option { return func(c *Channel) { c.budget = b } }
+
+// New returns an empty memory channel.
+func New(opts ...Option) *Channel {
+	c := &Channel{queues: make(map[string]*queue)}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.budget == nil {
+		c.budget = NewBudget(DefaultLimit)
+	}
+	return c
+}
+
+// Budget returns the byte budget the channel draws on.
+func (c *Channel) Budget() *Budget { return c.budget }
+
+// Publish queues each envelope on the subscriptions it names (creating unknown ones, so
+// nothing routed is lost), all or nothing: if the batch does not fit the budget it
+// returns channel.ErrFull and queues none.
+func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
+	var total int64
+	for i := range envs {
+		if len(envs[i].Subscriptions) > 0 {
+			total += int64(envs[i].Event.Size())
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return channel.ErrClosed
+	}
+	if !c.budget.reserve(total) {
+		return fmt.Errorf("%w: %d bytes queued of %d", channel.ErrFull, c.budget.Used(), c.budget.Limit())
+	}
+	for i := range envs {
+		env := &envs[i]
+		if len(env.Subscriptions) == 0 {
+			continue
+		}
+		e := &entry{ev: env.Event, size: int64(env.Event.Size()), budget: c.budget}
+		e.refs.Store(int32(len(env.Subscriptions)))
+		for _, name := range env.Subscriptions {
+			q := c.queues[name]
+			if q == nil {
+				q = c.addQueue(name)
+			}
+			q.push(e)
+		}
+	}
+	return nil
+}
+
+// addQueue creates the queue called name; called with c.mu read-locked, it upgrades.
+func (c *Channel) addQueue(name string) *queue {
+	c.mu.RUnlock()
+	c.mu.Lock()
+	q := c.queues[name]
+	if q == nil {
+		q = newQueue(name)
+		c.queues[name] = q
+	}
+	c.mu.Unlock()
+	c.mu.RLock()
+	return q
+}
+
+// Consume returns the queue of the subscription called name, creating it if new.
+func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	q := c.queues[name]
+	if q == nil {
+		q = newQueue(name)
+		c.queues[name] = q
+	}
+	return q, nil
+}
+
+// Remove deletes the subscription called name and frees what it still held. Drain its
+// consumer first: what is left here is lost, and the count is returned in the error.
+func (c *Channel) Remove(_ context.Context, name string) error {
+	c.mu.Lock()
+	q := c.queues[name]
+	delete(c.queues, name)
+	c.mu.Unlock()
+	if q == nil {
+		return nil
+	}
+	q.Close()
+	if n := q.drop(); n > 0 {
+		return fmt.Errorf("subscription %s removed with %d events undelivered", name, n)
+	}
+	return nil
+}
+
+// Len returns how many events wait for the subscription called name.
+func (c *Channel) Len(name string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if q := c.queues[name]; q != nil {
+		return q.Len()
+	}
+	return 0
+}
+
+// Close closes every consumer; what is still queued is freed.
+func (c *Channel) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for name, q := range c.queues {
+		q.Close()
+		q.drop()
+		delete(c.queues, name)
+	}
+	return nil
+}
