@@ -1,0 +1,397 @@
+// Package receive is the CloudEvents receiver behind `sluice receive` and `sluice bench`.
+//
+// It accepts binary, structured and batch CloudEvents over HTTP, answers a configurable
+// status, and accounts for every event: a per-second throughput series, end-to-end
+// latency from the sluicesent extension (receive time − intended send time, HDR
+// histogram), duplicates (a sequence number seen twice within a run) and lost events
+// (sequence gaps per run, counted at the end because a broker may reorder). It can
+// inject faults (a share of failed answers, delays) to test how brokers retry.
+package receive
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-broker/sluice/loadtest/cevent"
+	"github.com/sluice-broker/sluice/loadtest/stats"
+)
+
+// Options configure a Receiver. The zero value answers 202 with no faults.
+type Options struct {
+	Status     int           // answer to accepted events (default 202)
+	FailRatio  float64       // share of requests answered FailStatus instead (0…1)
+	FailStatus int           // default 503
+	DelayMin   time.Duration // each answer waits a uniform random time in [DelayMin, DelayMax]
+	DelayMax   time.Duration
+	Epoch      time.Time // origin of the per-second series (default: New's time)
+}
+
+// Receiver is an http.Handler that counts CloudEvents; /metrics serves Prometheus
+// metrics from a private registry. All methods are safe for concurrent use.
+type Receiver struct {
+	o       Options
+	metrics http.Handler
+	bufs    sync.Pool
+
+	mEvents, mDups, mInvalid, mRejected prometheus.Counter
+	mLatency                            prometheus.Histogram
+
+	mu         sync.Mutex
+	runs       map[string]*runState
+	events     uint64 // accepted events, warm-up included
+	warmup     uint64
+	dups       uint64
+	invalid    uint64 // requests that were not CloudEvents
+	rejected   uint64 // requests failed on purpose (fault injection)
+	total      *hdrhistogram.Histogram
+	second     *hdrhistogram.Histogram
+	secEvents  uint64
+	secDups    uint64
+	series     []stats.RecvSecond
+	first, last time.Time
+}
+
+type runState struct {
+	seen stats.Bitset
+	dups uint64
+}
+
+// New returns a Receiver.
+func New(o Options) *Receiver {
+	if o.Status == 0 {
+		o.Status = http.StatusAccepted
+	}
+	if o.FailStatus == 0 {
+		o.FailStatus = http.StatusServiceUnavailable
+	}
+	if o.DelayMax < o.DelayMin {
+		o.DelayMax = o.DelayMin
+	}
+	if o.Epoch.IsZero() {
+		o.Epoch = time.Now()
+	}
+	r := &Receiver{
+		o:      o,
+		runs:   map[string]*runState{},
+		total:  stats.NewHist(),
+		second: stats.NewHist(),
+		bufs:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}
+	reg := prometheus.NewRegistry()
+	r.mEvents = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_receive_events_total", Help: "CloudEvents received and accepted."})
+	r.mDups = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_receive_duplicates_total", Help: "Events whose run and sequence number were already seen."})
+	r.mInvalid = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_receive_invalid_total", Help: "Requests that were not valid CloudEvents."})
+	r.mRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_receive_rejected_total", Help: "Requests failed on purpose by --fail-ratio."})
+	r.mLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_receive_e2e_latency_seconds",
+		Help:    "End-to-end latency from the sluicesent extension to receipt.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	lost := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_receive_lost_events", Help: "Sequence gaps so far, summed over runs (may shrink as late events arrive)."},
+		func() float64 { return float64(r.Report().Lost) })
+	reg.MustRegister(r.mEvents, r.mDups, r.mInvalid, r.mRejected, r.mLatency, lost)
+	r.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return r
+}
+
+// event is what the receiver needs of one CloudEvent.
+type event struct {
+	ID     string     `json:"id"`
+	Spec   string     `json:"specversion"`
+	Run    flexString `json:"sluicerun"`
+	Seq    flexString `json:"sluiceseq"`
+	Sent   flexString `json:"sluicesent"`
+	Warmup flexString `json:"sluicewarmup"`
+}
+
+// flexString accepts a JSON string or number.
+type flexString string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+		return nil
+	}
+	*f = flexString(b)
+	return nil
+}
+
+func first(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// ServeHTTP implements http.Handler.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/metrics" && req.Method == http.MethodGet {
+		r.metrics.ServeHTTP(w, req)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "POST CloudEvents here", http.StatusMethodNotAllowed)
+		return
+	}
+	now := time.Now()
+	buf := r.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer r.bufs.Put(buf)
+	if _, err := buf.ReadFrom(req.Body); err != nil {
+		r.countInvalid()
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.o.FailRatio > 0 && rand.Float64() < r.o.FailRatio {
+		r.mu.Lock()
+		r.rejected++
+		r.mu.Unlock()
+		r.mRejected.Inc()
+		r.delay()
+		w.WriteHeader(r.o.FailStatus)
+		return
+	}
+	var err error
+	ct := first(req.Header, "Content-Type")
+	switch {
+	case strings.HasPrefix(ct, cevent.ContentTypeBatch):
+		var evs []event
+		if err = json.Unmarshal(buf.Bytes(), &evs); err == nil {
+			for i := range evs {
+				if err = r.record(&evs[i], now); err != nil {
+					break
+				}
+			}
+		}
+	case strings.HasPrefix(ct, cevent.ContentTypeStructured):
+		var ev event
+		if err = json.Unmarshal(buf.Bytes(), &ev); err == nil {
+			err = r.record(&ev, now)
+		}
+	default:
+		h := req.Header
+		ev := event{
+			ID: first(h, "Ce-Id"), Spec: first(h, "Ce-Specversion"),
+			Run: flexString(first(h, "Ce-Sluicerun")), Seq: flexString(first(h, "Ce-Sluiceseq")),
+			Sent: flexString(first(h, "Ce-Sluicesent")), Warmup: flexString(first(h, "Ce-Sluicewarmup")),
+		}
+		if ev.Spec == "" && ct != "" {
+			if mt, _, perr := mime.ParseMediaType(ct); perr == nil && strings.HasPrefix(mt, "application/cloudevents") {
+				err = fmt.Errorf("unsupported content type %q", mt)
+				break
+			}
+		}
+		err = r.record(&ev, now)
+	}
+	if err != nil {
+		r.countInvalid()
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.delay()
+	w.WriteHeader(r.o.Status)
+}
+
+func (r *Receiver) countInvalid() {
+	r.mu.Lock()
+	r.invalid++
+	r.mu.Unlock()
+	r.mInvalid.Inc()
+}
+
+func (r *Receiver) delay() {
+	d := r.o.DelayMin
+	if span := r.o.DelayMax - r.o.DelayMin; span > 0 {
+		d += rand.N(span)
+	}
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+var errNotCE = errors.New("not a CloudEvent: specversion and id are required")
+
+// record accounts for one event received at now.
+func (r *Receiver) record(ev *event, now time.Time) error {
+	if ev.Spec == "" || ev.ID == "" {
+		return errNotCE
+	}
+	var lat time.Duration
+	hasLat := false
+	if ev.Sent != "" {
+		if ns, err := strconv.ParseInt(string(ev.Sent), 10, 64); err == nil {
+			lat, hasLat = now.Sub(time.Unix(0, ns)), true
+		}
+	}
+	seq, hasSeq := uint64(0), false
+	if ev.Seq != "" {
+		if s, err := strconv.ParseUint(string(ev.Seq), 10, 64); err == nil {
+			seq, hasSeq = s, true
+		}
+	}
+	warm := ev.Warmup != "" && ev.Warmup != "0" && ev.Warmup != "false"
+	dup := false
+	r.mu.Lock()
+	if hasSeq {
+		rs := r.runs[string(ev.Run)]
+		if rs == nil {
+			rs = &runState{}
+			r.runs[string(ev.Run)] = rs
+		}
+		if dup = rs.seen.Add(seq); dup {
+			rs.dups++
+		}
+	}
+	if dup {
+		r.dups++
+		r.secDups++
+	} else {
+		r.events++
+		r.secEvents++
+		if warm {
+			r.warmup++
+		} else if hasLat {
+			stats.Record(r.total, lat)
+			stats.Record(r.second, lat)
+		}
+		if r.first.IsZero() {
+			r.first = now
+		}
+		r.last = now
+	}
+	r.mu.Unlock()
+	if dup {
+		r.mDups.Inc()
+	} else {
+		r.mEvents.Inc()
+		if hasLat && !warm {
+			r.mLatency.Observe(lat.Seconds())
+		}
+	}
+	return nil
+}
+
+// tick closes the per-second row for second t.
+func (r *Receiver) tick(t int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := stats.Summarize(r.second)
+	r.series = append(r.series, stats.RecvSecond{
+		T: t, Events: r.secEvents, Duplicates: r.secDups,
+		P50: ms(s.P50), P90: ms(s.P90), P99: ms(s.P99), P999: ms(s.P999), Max: ms(s.Max),
+	})
+	r.second.Reset()
+	r.secEvents, r.secDups = 0, 0
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Count returns the number of distinct events received so far (warm-up included).
+func (r *Receiver) Count() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events
+}
+
+// Seen returns a copy of the sequence numbers received for run.
+func (r *Receiver) Seen(run string) *stats.Bitset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := &stats.Bitset{}
+	if rs := r.runs[run]; rs != nil {
+		rs.seen.CopyTo(out)
+	}
+	return out
+}
+
+// Series starts the per-second series: it closes one row per second from the epoch
+// until ctx is done, then closes the partial last second. It blocks.
+func (r *Receiver) Series(ctx context.Context) {
+	for t := 0; ; t++ {
+		at := r.o.Epoch.Add(time.Duration(t+1) * time.Second)
+		select {
+		case <-ctx.Done():
+			if time.Since(r.o.Epoch) > 0 {
+				r.tick(t)
+			}
+			return
+		case <-time.After(time.Until(at)):
+			if time.Now().After(r.o.Epoch) {
+				r.tick(t)
+			}
+		}
+	}
+}
+
+// Listen opens a TCP listener on addr.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("receive: listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// NewServer returns an http.Server for r with sane timeouts.
+func NewServer(r *Receiver) *http.Server {
+	return &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          nil,
+	}
+}
+
+// WaitQuiet returns when n consecutive periods pass without a new event, counting only
+// after the first event arrived (thrpt-receiver's stop rule), or when ctx is done.
+// n = 0 waits for ctx only.
+func (r *Receiver) WaitQuiet(ctx context.Context, n int, period time.Duration) {
+	if n <= 0 || period <= 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	last, quiet := r.Count(), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c := r.Count()
+			if c == last && c > 0 {
+				quiet++
+				if quiet >= n {
+					return
+				}
+			} else {
+				quiet = 0
+			}
+			last = c
+		}
+	}
+}
+
+var _ io.Writer = (*bytes.Buffer)(nil)
