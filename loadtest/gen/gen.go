@@ -62,7 +62,7 @@ func Write(ctx context.Context, w io.Writer, o Options) (uint64, error) {
 		line = append(line, o.Run...)
 		line = append(line, '-')
 		line = strconv.AppendUint(line, n, 10)
-		line = append(line, `"],"Ce-`+cevent.ExtSeq+`":["`...)
+		line = append(line, `"],"Ce-Sluiceseq":["`...)
 		line = strconv.AppendUint(line, n, 10)
 		line = append(line, suffix...)
 		if _, err := bw.Write(line); err != nil {
@@ -81,11 +81,11 @@ func encodeFixed(o Options) (prefix, suffix []byte, err error) {
 		return nil, nil, fmt.Errorf("gen: encode url: %w", err)
 	}
 	fixed, err := json.Marshal(map[string][]string{
-		"Ce-Specversion":      {"1.0"},
-		"Ce-Type":             {o.Type},
-		"Ce-Source":           {o.Source},
-		"Ce-" + cevent.ExtRun: {o.Run},
-		"Content-Type":        {cevent.ContentTypeJSON},
+		"Ce-Specversion": {"1.0"},
+		"Ce-Type":        {o.Type},
+		"Ce-Source":      {o.Source},
+		"Ce-Sluicerun":   {o.Run},
+		"Content-Type":   {cevent.ContentTypeJSON},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("gen: encode headers: %w", err)

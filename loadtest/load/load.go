@@ -80,10 +80,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	steps, stepEnd := scheduleSteps(o)
 	rec := newRecorder(stepEnd, o.Template.EventsPerRequest(), o.TrackAccepted)
 
-	start := o.Start
-	if start.IsZero() {
-		start = time.Now()
-	}
 	var (
 		next     atomic.Uint64 // next hit number
 		inFlight atomic.Int64
@@ -94,6 +90,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var std = newStdClientIf(u, o)
 	for i := range senders {
 		senders[i] = newSender(u, o.Template, o.Timeout, std)
+	}
+	prewarm(ctx, senders)
+	start := o.Start
+	if start.IsZero() {
+		start = time.Now()
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,6 +187,23 @@ func newStdClientIf(u *url.URL, o Options) *http.Client {
 		return newStdClient(o.Connections, o.Timeout, o.Insecure)
 	}
 	return nil
+}
+
+// prewarm opens the keep-alive connections before the clock starts, so the first
+// second does not measure a storm of dials. Failures are ignored: the request that
+// needs the connection will dial again and report the error.
+func prewarm(ctx context.Context, senders []sender) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, s := range senders {
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { defer wg.Done(); s.warm(); <-sem }()
+	}
+	wg.Wait()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

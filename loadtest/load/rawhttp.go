@@ -89,27 +89,8 @@ func isStale(err error) bool {
 }
 
 func (rc *rawConn) try(req []byte) (int, int64, error) {
-	if rc.c == nil {
-		c, err := rc.dialer.Dial("tcp", rc.addr)
-		if err != nil {
-			return 0, 0, fmt.Errorf("dial %s: %w", rc.addr, err)
-		}
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
-		rc.mu.Lock()
-		if rc.aborted {
-			rc.mu.Unlock()
-			_ = c.Close()
-			return 0, 0, errAborted
-		}
-		rc.c, rc.used = c, false
-		rc.mu.Unlock()
-		if rc.br == nil {
-			rc.br = bufio.NewReaderSize(c, 16<<10)
-		} else {
-			rc.br.Reset(c)
-		}
+	if err := rc.dial(); err != nil {
+		return 0, 0, err
 	}
 	if rc.timeout > 0 {
 		_ = rc.c.SetDeadline(time.Now().Add(rc.timeout))
@@ -119,6 +100,34 @@ func (rc *rawConn) try(req []byte) (int, int64, error) {
 		return 0, 0, fmt.Errorf("write request: %w", err)
 	}
 	return rc.readResponse()
+}
+
+// dial opens the connection if there is none.
+func (rc *rawConn) dial() error {
+	if rc.c != nil {
+		return nil
+	}
+	c, err := rc.dialer.Dial("tcp", rc.addr)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", rc.addr, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	rc.mu.Lock()
+	if rc.aborted {
+		rc.mu.Unlock()
+		_ = c.Close()
+		return errAborted
+	}
+	rc.c, rc.used = c, false
+	rc.mu.Unlock()
+	if rc.br == nil {
+		rc.br = bufio.NewReaderSize(c, 16<<10)
+	} else {
+		rc.br.Reset(c)
+	}
+	return nil
 }
 
 var (

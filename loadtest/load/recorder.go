@@ -67,13 +67,13 @@ func newRecorder(stepEnd []time.Duration, eventsPerReq int, trackAccepted bool) 
 
 // result is what one request produced.
 type result struct {
-	seq                   uint64
-	due                   time.Duration // intended offset from start
-	intended, sent, done  time.Time
-	status                int
-	err                   error
-	bytesIn, bytesOut     int64
-	warmup                bool
+	seq                  uint64
+	due                  time.Duration // intended offset from start
+	intended, sent, done time.Time
+	status               int
+	err                  error
+	bytesIn, bytesOut    int64
+	warmup               bool
 }
 
 func (r *recorder) record(x *result) {

@@ -27,6 +27,7 @@ type outgoing struct {
 type sender interface {
 	send(o outgoing) (status int, bytesIn, bytesOut int64, err error)
 	abort() // unblock a send in progress (on cancellation)
+	warm()  // open the connection ahead of the first send, if the sender keeps one
 }
 
 // newSender returns the raw HTTP/1.1 sender for http:// targets and a net/http one for
@@ -95,6 +96,8 @@ func (s *rawSender) send(o outgoing) (int, int64, int64, error) {
 
 func (s *rawSender) abort() { s.conn.abort() }
 
+func (s *rawSender) warm() { _ = s.conn.dial() }
+
 var errAborted = errors.New("load: cancelled")
 
 // stdSender sends through net/http (TLS targets).
@@ -136,6 +139,8 @@ func (s *stdSender) send(o outgoing) (int, int64, int64, error) {
 }
 
 func (s *stdSender) abort() {}
+
+func (s *stdSender) warm() {}
 
 // newStdClient returns a net/http client whose keep-alive pool is sized to the number
 // of connections (Go's default keeps only 2 idle connections per host).

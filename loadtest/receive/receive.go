@@ -52,18 +52,18 @@ type Receiver struct {
 	mEvents, mDups, mInvalid, mRejected prometheus.Counter
 	mLatency                            prometheus.Histogram
 
-	mu         sync.Mutex
-	runs       map[string]*runState
-	events     uint64 // accepted events, warm-up included
-	warmup     uint64
-	dups       uint64
-	invalid    uint64 // requests that were not CloudEvents
-	rejected   uint64 // requests failed on purpose (fault injection)
-	total      *hdrhistogram.Histogram
-	second     *hdrhistogram.Histogram
-	secEvents  uint64
-	secDups    uint64
-	series     []stats.RecvSecond
+	mu          sync.Mutex
+	runs        map[string]*runState
+	events      uint64 // accepted events, warm-up included
+	warmup      uint64
+	dups        uint64
+	invalid     uint64 // requests that were not CloudEvents
+	rejected    uint64 // requests failed on purpose (fault injection)
+	total       *hdrhistogram.Histogram
+	second      *hdrhistogram.Histogram
+	secEvents   uint64
+	secDups     uint64
+	series      []stats.RecvSecond
 	first, last time.Time
 }
 
@@ -393,5 +393,3 @@ func (r *Receiver) WaitQuiet(ctx context.Context, n int, period time.Duration) {
 		}
 	}
 }
-
-var _ io.Writer = (*bytes.Buffer)(nil)
