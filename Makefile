@@ -1,0 +1,52 @@
+# Sluice — the two commands a new user needs:
+#   make run    build and start the broker on its embedded default with the example config
+#   make test   install what the tests need (Go modules, staticcheck, Kafka from Maven
+#               Central) and run every test
+SHELL := bash
+GO ?= go
+BIN := bin/sluice
+CONFIG ?= examples/demo.yaml
+ADDR ?= :8080
+GOBIN := $(shell $(GO) env GOPATH)/bin
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build run test deps lint unit fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+run: build
+	$(BIN) serve --config $(CONFIG) --addr $(ADDR)
+
+# deps installs everything the tests use: Go modules, staticcheck, and Kafka's jars
+# (through Maven, cached under .cache/).
+deps:
+	$(GO) mod download
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: deps
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GOBIN)/staticcheck ./...
+
+# test starts a real single-node Kafka for the kafka channel tests, runs every test, and
+# stops Kafka whatever happens. Under CI=true a Kafka that does not start fails the run.
+test: deps lint
+	@set -euo pipefail; \
+	eval "$$(scripts/kafka.sh start)"; export SLUICE_KAFKA_BROKERS; \
+	trap 'scripts/kafka.sh stop' EXIT; \
+	$(GO) test -count=1 -timeout 20m ./...
+
+# unit runs the tests without starting Kafka (its tests skip, saying why).
+unit:
+	$(GO) test -count=1 ./...
+
+# fuzz runs each fuzz target briefly; new interesting inputs land in testdata/fuzz.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run XX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./event/
+
+clean:
+	rm -rf bin
