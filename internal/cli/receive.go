@@ -56,13 +56,12 @@ with --fail-status (the events are not counted: a broker should retry them), and
 			if err != nil {
 				return err
 			}
-			o.Epoch = time.Now()
 			r := receive.New(o)
 			srv := receive.NewServer(r)
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			seriesDone := make(chan struct{})
-			go func() { r.Series(ctx); close(seriesDone) }()
+			go func() { r.Series(ctx, time.Now()); close(seriesDone) }()
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(ln) }()
 			fmt.Fprintf(cmd.ErrOrStderr(), "receive: listening on %s\n", ln.Addr())

@@ -45,8 +45,9 @@ type Options struct {
 	// which bench compares with what its receiver got.
 	TrackAccepted bool
 
-	// Start, if set, is the run's time origin (bench shares it with its receiver).
-	Start time.Time
+	// OnStart, if set, is called with the run's time origin (hit n is due at
+	// start + due(n)) just before the first hit, after connections are opened.
+	OnStart func(start time.Time)
 
 	// Progress, if set, receives a one-line status each second.
 	Progress io.Writer
@@ -92,9 +93,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		senders[i] = newSender(u, o.Template, o.Timeout, std)
 	}
 	prewarm(ctx, senders)
-	start := o.Start
-	if start.IsZero() {
-		start = time.Now()
+	start := time.Now()
+	if o.OnStart != nil {
+		o.OnStart(start)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -25,6 +25,8 @@ type outgoing struct {
 // sender turns an outgoing request into an HTTP exchange. Each worker owns one; a
 // sender is not safe for concurrent use.
 type sender interface {
+	// send returns the status, the response bytes read, and the request body's size
+	// (vegeta's "bytes out").
 	send(o outgoing) (status int, bytesIn, bytesOut int64, err error)
 	abort() // unblock a send in progress (on cancellation)
 	warm()  // open the connection ahead of the first send, if the sender keeps one
@@ -91,7 +93,7 @@ func (s *rawSender) send(o outgoing) (int, int64, int64, error) {
 	b = append(b, body...)
 	s.buf = b
 	status, in, err := s.conn.roundTrip(b)
-	return status, in, int64(len(b)), err
+	return status, in, int64(len(body)), err
 }
 
 func (s *rawSender) abort() { s.conn.abort() }

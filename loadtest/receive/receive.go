@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"mime"
 	"net"
@@ -65,6 +64,7 @@ type Receiver struct {
 	secDups     uint64
 	series      []stats.RecvSecond
 	first, last time.Time
+	epoch       time.Time
 }
 
 type runState struct {
@@ -82,9 +82,6 @@ func New(o Options) *Receiver {
 	}
 	if o.DelayMax < o.DelayMin {
 		o.DelayMax = o.DelayMin
-	}
-	if o.Epoch.IsZero() {
-		o.Epoch = time.Now()
 	}
 	r := &Receiver{
 		o:      o,
@@ -326,21 +323,22 @@ func (r *Receiver) Seen(run string) *stats.Bitset {
 	return out
 }
 
-// Series starts the per-second series: it closes one row per second from the epoch
-// until ctx is done, then closes the partial last second. It blocks.
-func (r *Receiver) Series(ctx context.Context) {
+// Series keeps the per-second series: it closes one row per second counted from epoch
+// until ctx is done, then closes the partial last second. It blocks; run it once.
+func (r *Receiver) Series(ctx context.Context, epoch time.Time) {
+	r.mu.Lock()
+	r.epoch = epoch
+	r.mu.Unlock()
 	for t := 0; ; t++ {
-		at := r.o.Epoch.Add(time.Duration(t+1) * time.Second)
+		at := epoch.Add(time.Duration(t+1) * time.Second)
 		select {
 		case <-ctx.Done():
-			if time.Since(r.o.Epoch) > 0 {
+			if time.Since(epoch) > time.Duration(t)*time.Second {
 				r.tick(t)
 			}
 			return
 		case <-time.After(time.Until(at)):
-			if time.Now().After(r.o.Epoch) {
-				r.tick(t)
-			}
+			r.tick(t)
 		}
 	}
 }

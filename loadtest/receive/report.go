@@ -45,7 +45,7 @@ func (r *Receiver) Report() *Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep := &Report{
-		Epoch: r.o.Epoch, First: r.first, Last: r.last,
+		Epoch: r.epoch, First: r.first, Last: r.last,
 		Events: r.events, Warmup: r.warmup, Duplicates: r.dups, Invalid: r.invalid, Rejected: r.rejected,
 		Latency: stats.Summarize(r.total), Seconds: append([]stats.RecvSecond(nil), r.series...),
 		Hist: hdrhistogram.Import(r.total.Export()),
