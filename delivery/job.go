@@ -1,0 +1,253 @@
+package delivery
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// phase is what a job is trying to do.
+type phase uint8
+
+const (
+	phaseDeliver    phase = iota // POST the event to the subscriber
+	phaseReply                   // POST the subscriber's reply to the target's ReplyURL
+	phaseDeadLetter              // POST the failed event to the dead-letter sink
+)
+
+// job is one message on its way through the phases, from receipt to settlement.
+type job struct {
+	msg      channel.Message
+	ev       *event.Event // the stored event (shared, read-only)
+	reply    *event.Event // phaseReply: the reply being posted
+	dls      *event.Event // phaseDeadLetter: the event with the error extensions
+	key      string       // ordered: partition key
+	ordered  bool
+	phase    phase
+	attempt  int // attempts made in the current phase
+	received time.Time
+	timer    *time.Timer
+}
+
+var jobPool = sync.Pool{New: func() any { return new(job) }}
+
+func newJob(m channel.Message) *job {
+	j := jobPool.Get().(*job)
+	j.msg, j.ev, j.received = m, m.Event(), time.Now()
+	return j
+}
+
+// process makes the job's next attempt, on a worker.
+func (d *Dispatcher) process(j *job) {
+	ctx := d.hardCtx
+	if ctx.Err() != nil {
+		d.release(j)
+		return
+	}
+	t := d.target.Load()
+	switch j.phase {
+	case phaseDeliver:
+		d.deliver(ctx, t, j)
+	case phaseReply:
+		d.postReply(ctx, t, j)
+	default:
+		d.deadLetter(ctx, t, j)
+	}
+}
+
+// deliver makes one attempt to the subscriber.
+func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
+	tm := d.tm.Load()
+	if err := d.lim.acquire(ctx); err != nil {
+		d.release(j)
+		return
+	}
+	tm.inflight.Inc()
+	o := send(ctx, d.client, t.url, j.ev, t.Policy.timeout(), true, d.maxReply)
+	tm.inflight.Dec()
+	d.lim.release()
+	if ctx.Err() != nil { // shutdown cancelled the attempt: not the subscriber's fault
+		d.release(j)
+		return
+	}
+	d.lim.observe(o.latency, o.status, o.timedOut, time.Now())
+	tm.attempts[destSubscriber][resultOf(o.status, o.timedOut)].Inc()
+	j.attempt++
+	if o.ok() {
+		next, err := d.handleReply(ctx, t, j, &o)
+		if err == nil {
+			tm.delivered.Inc()
+			tm.latency.Observe(time.Since(j.received).Seconds())
+			if next != nil {
+				j.phase, j.attempt, j.reply = phaseReply, 0, next
+				d.postReply(ctx, t, j)
+				return
+			}
+			d.settle(j)
+			return
+		}
+		// The reply could not be ingested: the delivery failed and is retried.
+		o.errData = []byte(err.Error())
+		o.err = err
+	}
+	d.failed(ctx, t, j, &o, t.url, j.ev)
+}
+
+// postReply makes one attempt to post the reply to the target's ReplyURL.
+func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
+	tm := d.tm.Load()
+	u := t.reply
+	if u == nil { // the reply URL was removed by Update while the reply waited: ingest it
+		d.ingestReply(ctx, t, j)
+		return
+	}
+	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0)
+	if ctx.Err() != nil {
+		d.release(j)
+		return
+	}
+	tm.attempts[destReply][resultOf(o.status, o.timedOut)].Inc()
+	j.attempt++
+	if o.ok() {
+		tm.replies[replyPosted].Inc()
+		d.settle(j)
+		return
+	}
+	d.failed(ctx, t, j, &o, u, j.reply)
+}
+
+// ingestReply hands a reply that was meant for a ReplyURL to the Replier instead.
+func (d *Dispatcher) ingestReply(ctx context.Context, t *resolved, j *job) {
+	tm := d.tm.Load()
+	if d.replier == nil {
+		tm.replies[replyNoReplier].Inc()
+		d.log.Warn("reply dropped: no reply URL any more and no replier", "id", j.ev.ID, "reply_id", j.reply.ID)
+		d.settle(j)
+		return
+	}
+	err := d.replier(ctx, j.reply)
+	if err == nil {
+		tm.replies[replyIngested].Inc()
+		d.settle(j)
+		return
+	}
+	tm.replies[replyFailed].Inc()
+	j.attempt++
+	o := outcome{err: err, errData: []byte(err.Error())}
+	d.failed(ctx, t, j, &o, t.url, j.reply)
+}
+
+// deadLetter makes one attempt to the dead-letter sink.
+func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
+	tm := d.tm.Load()
+	if t.dls == nil { // removed by Update while waiting
+		d.undeliverable(j, j.dls, tm, "no dead-letter sink", false)
+		return
+	}
+	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0)
+	if ctx.Err() != nil {
+		d.release(j)
+		return
+	}
+	tm.attempts[destDeadLetter][resultOf(o.status, o.timedOut)].Inc()
+	j.attempt++
+	if o.ok() {
+		tm.deadLettered.Inc()
+		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", t.dls.String())
+		d.settle(j)
+		return
+	}
+	d.failed(ctx, t, j, &o, t.dls, j.dls)
+}
+
+// failed handles a failed attempt to dest with ev: retry after the policy's wait, or,
+// once attempts are exhausted or the failure is not retryable, move on — to the
+// dead-letter sink, or to the undeliverable log.
+func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome, dest *url.URL, ev *event.Event) {
+	p := t.Policy
+	tm := d.tm.Load()
+	retryable := o.err != nil || Retryable(o.status) // o.err: network error, timeout or reply failure
+	if retryable && j.attempt < p.attempts() {
+		wait := p.Wait(j.attempt, rand.Float64)
+		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {
+			wait = p.retryAfterWait(wait, o.retryAfter)
+		}
+		tm.retries.Inc()
+		d.schedule(j, wait)
+		return
+	}
+	if j.phase == phaseDeadLetter {
+		d.undeliverable(j, j.dls, tm, "dead-letter sink failed", true, "status", o.status, "err", o.err)
+		return
+	}
+	code := o.status
+	if code == 0 || (o.ok() && o.err != nil) {
+		code = http.StatusInternalServerError // as Knative: network error, timeout, reply failure
+	}
+	dl := deadLetterEvent(ev, dest.String(), code, o.errData)
+	if t.dls == nil {
+		d.undeliverable(j, dl, tm, "delivery failed and there is no dead-letter sink", false,
+			"dest", dest.String(), "status", o.status, "err", o.err)
+		return
+	}
+	j.phase, j.attempt, j.dls = phaseDeadLetter, 0, dl
+	d.deadLetter(ctx, t, j)
+}
+
+// undeliverable logs and counts an event that can go nowhere, then settles its message:
+// never dropped without a trace.
+func (d *Dispatcher) undeliverable(j *job, ev *event.Event, tm *triggerMetrics, why string, sinkFailed bool, args ...any) {
+	if sinkFailed {
+		tm.sinkFailed.Inc()
+	} else {
+		tm.noSink.Inc()
+	}
+	code, _ := ev.Get(ExtErrorCode)
+	dest, _ := ev.Get(ExtErrorDest)
+	d.log.Warn("event undeliverable: "+why, append([]any{"id", ev.ID, "source", ev.Source, "type", ev.Type,
+		"knativeerrordest", dest, "knativeerrorcode", code}, args...)...)
+	d.settle(j)
+}
+
+// settle acks the message: it was delivered, dead-lettered or logged as undeliverable.
+func (d *Dispatcher) settle(j *job) {
+	if err := j.msg.Ack(); err != nil {
+		d.log.Warn("ack failed; the channel may deliver the event again", "id", j.ev.ID, "err", err)
+	}
+	d.finish(j)
+}
+
+// release gives the message back unsettled (shutdown).
+func (d *Dispatcher) release(j *job) {
+	tm := d.tm.Load()
+	d.left.Add(1)
+	if j.msg.Release() {
+		tm.releasedKept.Inc()
+		d.log.Info("event released unsettled at shutdown; the channel will redeliver it", "id", j.ev.ID)
+	} else {
+		tm.releasedLost.Inc()
+		d.log.Warn("event lost at shutdown: released unsettled by a non-durable channel",
+			"id", j.ev.ID, "source", j.ev.Source, "type", j.ev.Type)
+	}
+	d.finish(j)
+}
+
+// finish frees j's slot and starts the next job of its key.
+func (d *Dispatcher) finish(j *job) {
+	if j.ordered {
+		if next := d.seq.done(j.key); next != nil {
+			d.ready <- next
+		}
+	}
+	*j = job{}
+	jobPool.Put(j)
+	d.held.release()
+	d.count.Add(-1)
+	d.jobs.Done()
+}

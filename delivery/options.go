@@ -1,0 +1,52 @@
+package delivery
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluice-broker/sluice/event"
+)
+
+// Replier ingests a subscriber's reply into the broker the trigger belongs to, where it
+// is matched against all triggers like any new event. It must not block for long: a full
+// channel returns an error at once (channel.ErrFull). An error fails the delivery, which
+// is then retried, as the Knative data-plane contract asks. The Replier owns e.
+type Replier func(ctx context.Context, e *event.Event) error
+
+// Option configures a Dispatcher; see NewDispatcher.
+type Option func(*Dispatcher)
+
+// WithClient sets the HTTP client used for subscribers, reply addresses and dead-letter
+// sinks. Share one client (NewClient) across all dispatchers so they share its keep-alive
+// pool. Default: a NewClient of the dispatcher's own.
+func WithClient(c *http.Client) Option { return func(d *Dispatcher) { d.client = c } }
+
+// WithReplier sets where replies go when the target has no ReplyURL. Default: none;
+// replies are then counted (replies_total{outcome="no_replier"}) and logged.
+func WithReplier(r Replier) Option { return func(d *Dispatcher) { d.replier = r } }
+
+// WithLogger sets the logger. Default: slog.Default(). The dispatcher adds
+// trigger="namespace/name" to every record.
+func WithLogger(l *slog.Logger) Option { return func(d *Dispatcher) { d.log = l } }
+
+// WithMetrics sets the metrics the dispatcher reports to; share one Metrics (NewMetrics)
+// across dispatchers. Default: a private, unregistered Metrics.
+func WithMetrics(m *Metrics) Option { return func(d *Dispatcher) { d.metrics = m } }
+
+// WithAdaptive switches the adaptive in-flight limit (AIMD, see the package doc) on or
+// off. Default: on.
+func WithAdaptive(on bool) Option { return func(d *Dispatcher) { d.adaptive = on } }
+
+// WithMaxReplyBytes bounds the body of a reply event; a larger reply is counted as
+// invalid and dropped with a log record, the delivery itself counting as done. Default:
+// 4 MiB.
+func WithMaxReplyBytes(n int64) Option { return func(d *Dispatcher) { d.maxReply = n } }
+
+// WithMaxPending bounds the messages the dispatcher holds besides those in flight:
+// messages waiting for a retry timer and, on an ordered target, messages queued behind an
+// earlier one of the same key. When the bound is reached the dispatcher stops taking
+// messages from the consumer until one settles, so memory stays bounded by
+// MaxInFlight + n messages. The bound is fixed at creation. Default:
+// max(4 × MaxInFlight, 256).
+func WithMaxPending(n int) Option { return func(d *Dispatcher) { d.maxPending = n } }

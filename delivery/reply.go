@@ -1,0 +1,53 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-broker/sluice/event"
+)
+
+// handleReply deals with what a 2xx response carried. It returns the reply to post to
+// the target's ReplyURL, if any, or an error when the reply could not be ingested (the
+// delivery then counts as failed and is retried). A body that is not an event, an
+// invalid reply, or a reply stopped by the TTL is counted and logged; the delivery still
+// counts as done.
+func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *outcome) (*event.Event, error) {
+	tm := d.tm.Load()
+	switch {
+	case o.replyErr != nil:
+		tm.replies[replyInvalid].Inc()
+		d.log.Warn("subscriber replied with an invalid event; reply dropped", "id", j.ev.ID, "err", o.replyErr)
+		return nil, nil
+	case o.reply == nil:
+		if o.notEvent {
+			tm.replies[replyNotEvent].Inc()
+			d.log.Debug("subscriber answered 2xx with a body that is not an event", "id", j.ev.ID)
+		}
+		return nil, nil
+	}
+	r := o.reply
+	ttl := ttlOf(j.ev) - 1
+	if ttl <= 0 {
+		tm.loopStopped.Inc()
+		d.log.Warn("reply not re-ingested: knativebrokerttl ran out (event loop?)",
+			"id", j.ev.ID, "reply_id", r.ID, "reply_type", r.Type)
+		return nil, nil
+	}
+	r.Set(ExtTTL, strconv.Itoa(ttl))
+	if t.reply != nil {
+		return r, nil
+	}
+	if d.replier == nil {
+		tm.replies[replyNoReplier].Inc()
+		d.log.Warn("reply dropped: no replier configured", "id", j.ev.ID, "reply_id", r.ID)
+		return nil, nil
+	}
+	if err := d.replier(ctx, r); err != nil {
+		tm.replies[replyFailed].Inc()
+		return nil, fmt.Errorf("reply %s not ingested: %w", r.ID, err)
+	}
+	tm.replies[replyIngested].Inc()
+	return nil, nil
+}

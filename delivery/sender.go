@@ -1,0 +1,121 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/sluice-broker/sluice/event"
+)
+
+// Header names the sender writes or strips.
+const (
+	hdrTTL         = "Ce-Knativebrokerttl"
+	maxErrData     = 1024     // bytes of a failure's body kept for knativeerrordata
+	maxDrain       = 64 << 10 // bytes of an unwanted body read to keep the connection
+	defaultMaxRepl = 4 << 20
+)
+
+var preferReply = []string{"reply"}
+
+// outcome is the result of one HTTP attempt.
+type outcome struct {
+	status     int           // HTTP status; 0 for a network error or timeout
+	timedOut   bool          // the attempt hit Policy.Timeout
+	err        error         // transport error, when status is 0
+	retryAfter time.Duration // Retry-After of a 429/503, 0 if none
+	errData    []byte        // at most 1024 bytes of a failure's body, or the error text
+	reply      *event.Event  // a 2xx's reply event
+	replyErr   error         // a 2xx carried an invalid event
+	notEvent   bool          // a 2xx carried a body that is not an event
+	latency    time.Duration
+}
+
+func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
+
+// request is a pooled outgoing request: the header map and body reader are reused once
+// the response body is closed, which net/http documents as the point after which a
+// request may be reused.
+type request struct {
+	h    http.Header
+	body reqBody
+	tmpl http.Request
+}
+
+type reqBody struct{ bytes.Reader }
+
+func (*reqBody) Close() error { return nil }
+
+var requestPool = sync.Pool{New: func() any {
+	r := &request{h: make(http.Header, 16)}
+	r.tmpl = http.Request{Method: http.MethodPost, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: r.h}
+	return r
+}}
+
+// send POSTs e in binary mode to u with one attempt bounded by timeout. The
+// knativebrokerttl extension is stripped, as Knative does before subscribers. With
+// wantReply a 2xx response is read for a reply event (at most maxReply bytes).
+func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
+	wantReply bool, maxReply int64) (o outcome) {
+	r := requestPool.Get().(*request)
+	clear(r.h)
+	event.WriteHeaders(r.h, e)
+	delete(r.h, hdrTTL)
+	if wantReply {
+		r.h["Prefer"] = preferReply
+	}
+	r.tmpl.URL = u
+	r.tmpl.Host = u.Host
+	if len(e.Data) > 0 {
+		r.body.Reset(e.Data)
+		r.tmpl.Body = &r.body
+		r.tmpl.ContentLength = int64(len(e.Data))
+	} else {
+		r.tmpl.Body = http.NoBody
+		r.tmpl.ContentLength = 0
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := c.Do(r.tmpl.WithContext(actx))
+	if err != nil {
+		// The transport may still close the body in another goroutine: do not reuse r.
+		o.latency = time.Since(start)
+		o.err = err
+		o.timedOut = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		o.errData = []byte("dispatch error: " + err.Error())
+		return o
+	}
+	o.status = resp.StatusCode
+	if o.ok() {
+		if wantReply {
+			o.reply, o.replyErr = event.ReadResponse(resp, maxReply)
+		}
+		if n, _ := io.CopyN(io.Discard, resp.Body, maxDrain); n > 0 && o.reply == nil && o.replyErr == nil {
+			o.notEvent = true
+		}
+	} else {
+		buf := make([]byte, maxErrData)
+		n, rerr := io.ReadFull(resp.Body, buf)
+		if n > 0 {
+			o.errData = buf[:n]
+		}
+		if rerr == nil {
+			_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		}
+		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {
+			o.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+	}
+	resp.Body.Close()
+	o.latency = time.Since(start)
+	r.tmpl.Body = nil
+	r.tmpl.URL = nil
+	requestPool.Put(r)
+	return o
+}

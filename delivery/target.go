@@ -1,0 +1,75 @@
+package delivery
+
+import (
+	"fmt"
+	"net/url"
+)
+
+// DefaultMaxInFlight is the concurrency toward a subscriber when Target.MaxInFlight is
+// zero.
+const DefaultMaxInFlight = 64
+
+// Target is where one trigger (or subscription) delivers: its subscriber, optional reply
+// address, delivery policy and concurrency. It is a value; Dispatcher.Update swaps it.
+type Target struct {
+	// Name identifies the trigger in logs and metrics, "namespace/name".
+	Name string
+	// URL is the subscriber's address.
+	URL string
+	// ReplyURL, when set (a Knative Subscription's reply.uri), receives the subscriber's
+	// replies instead of the broker's Replier.
+	ReplyURL string
+	// Policy is the delivery policy (the Trigger's, else its Broker's).
+	Policy Policy
+	// Ordered delivers events sharing a partitionkey extension one at a time, in arrival
+	// order, retries included (annotation kafka.eventing.knative.dev/delivery.order:
+	// ordered). Events without the extension share one key, "".
+	Ordered bool
+	// MaxInFlight bounds the attempts in progress toward the subscriber at once; zero
+	// means DefaultMaxInFlight. With adaptation on, the effective limit moves between 1
+	// and MaxInFlight.
+	MaxInFlight int
+}
+
+func (t Target) maxInFlight() int {
+	if t.MaxInFlight > 0 {
+		return t.MaxInFlight
+	}
+	return DefaultMaxInFlight
+}
+
+// resolved is a Target with its URLs parsed once, so attempts do not parse them again.
+type resolved struct {
+	Target
+	url, reply, dls *url.URL
+}
+
+func resolve(t Target) (*resolved, error) {
+	r := &resolved{Target: t}
+	var err error
+	if r.url, err = parseURL("subscriber", t.URL); err != nil {
+		return nil, err
+	}
+	if t.ReplyURL != "" {
+		if r.reply, err = parseURL("reply", t.ReplyURL); err != nil {
+			return nil, err
+		}
+	}
+	if t.Policy.DeadLetterSink != "" {
+		if r.dls, err = parseURL("deadLetterSink", t.Policy.DeadLetterSink); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func parseURL(what, s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %s URL: %w", what, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("delivery: %s URL %q: want an absolute http or https URL", what, s)
+	}
+	return u, nil
+}
