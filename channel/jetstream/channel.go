@@ -1,0 +1,211 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+// Channel is the durable channel of one broker on JetStream. It is safe for concurrent
+// use. It does not own the NATS connection: close the connection after the Channel.
+type Channel struct {
+	cfg       config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	log       *slog.Logger
+	brokerKey string
+	stream    string // stream name
+	subjBase  string // PREFIX.<broker-hash>.
+	metrics   *collector
+	conn      *connWatch
+
+	subjects sync.Map // subscription name -> subject
+
+	mu        sync.Mutex
+	consumers map[*Consumer]struct{}
+	closed    atomic.Bool
+}
+
+var _ channel.Channel = (*Channel)(nil)
+
+// New opens the channel of the broker called brokerKey (any string, "namespace/name"
+// say) on the JetStream server nc is connected to, creating or updating its stream.
+// Channels of the same broker key on several connections to one cluster share the
+// stream and the subscriptions' consumers: each message goes to one of them.
+func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (*Channel, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if brokerKey == "" {
+		return nil, errors.New("jetstream: empty broker key")
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.maxPublishPending),
+		jetstream.WithPublishAsyncTimeout(cfg.publishTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	bh := hashToken(brokerKey)
+	c := &Channel{
+		cfg:       cfg,
+		nc:        nc,
+		js:        js,
+		log:       cfg.logger.With("channel", "jetstream", "broker", brokerKey),
+		brokerKey: brokerKey,
+		stream:    cfg.prefix + "_" + bh,
+		subjBase:  cfg.prefix + "." + bh + ".",
+		consumers: make(map[*Consumer]struct{}),
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        c.stream,
+		Description: "sluice broker " + brokerKey,
+		Subjects:    []string{c.subjBase + "*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    cfg.maxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.replicas,
+		Metadata:    map[string]string{"sluice.broker": brokerKey},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: create stream %s for broker %q: %w", c.stream, brokerKey, unavailable(err))
+	}
+	c.conn = watchConn(nc)
+	if cfg.registerer != nil {
+		c.metrics = newCollector(c)
+		if err := cfg.registerer.Register(c.metrics); err != nil {
+			c.conn.stop()
+			return nil, fmt.Errorf("jetstream: register metrics for broker %q: %w", brokerKey, err)
+		}
+	}
+	return c, nil
+}
+
+// Stream returns the name of the broker's stream.
+func (c *Channel) Stream() string { return c.stream }
+
+// subject returns the subject the messages for the subscription called name are stored
+// under.
+func (c *Channel) subject(name string) string {
+	if s, ok := c.subjects.Load(name); ok {
+		return s.(string)
+	}
+	s := c.subjBase + hashToken(name)
+	c.subjects.Store(name, s)
+	return s
+}
+
+// durable returns the durable consumer name of the subscription called name.
+func (c *Channel) durable(name string) string {
+	return c.cfg.prefix + "_" + hashToken(name)
+}
+
+func (c *Channel) consumerConfig(name string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.durable(name),
+		Description:   "sluice subscription " + name,
+		FilterSubject: c.subject(name),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: c.cfg.maxAckPending,
+		Metadata:      map[string]string{"sluice.broker": c.brokerKey, "sluice.subscription": name},
+	}
+}
+
+// Consume opens the subscription called name, creating its durable consumer if new, and
+// starts fetching its messages. Events published to name before the first Consume are
+// kept: the stream holds them until a consumer settles them. Several Consumers of one
+// name, in this process or in others, share the messages.
+func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
+	if c.closed.Load() {
+		return nil, channel.ErrClosed
+	}
+	jc, err := c.js.CreateOrUpdateConsumer(ctx, c.stream, c.consumerConfig(name))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: open subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+	}
+	cons := newConsumer(c, name, jc)
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		_ = cons.Close()
+		return nil, channel.ErrClosed
+	}
+	c.consumers[cons] = struct{}{}
+	c.mu.Unlock()
+	cons.start()
+	return cons, nil
+}
+
+// forget drops cons from the open consumers.
+func (c *Channel) forget(cons *Consumer) {
+	c.mu.Lock()
+	delete(c.consumers, cons)
+	c.mu.Unlock()
+}
+
+// openConsumers returns the open consumers.
+func (c *Channel) openConsumers() []*Consumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Consumer, 0, len(c.consumers))
+	for cons := range c.consumers {
+		out = append(out, cons)
+	}
+	return out
+}
+
+// Remove closes this process's consumers of the subscription called name, deletes its
+// durable consumer and purges the events stored for it.
+func (c *Channel) Remove(ctx context.Context, name string) error {
+	if c.closed.Load() {
+		return channel.ErrClosed
+	}
+	for _, cons := range c.openConsumers() {
+		if cons.name == name {
+			_ = cons.Close()
+		}
+	}
+	err := c.js.DeleteConsumer(ctx, c.stream, c.durable(name))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+	}
+	s, err := c.js.Stream(ctx, c.stream)
+	if err == nil {
+		err = s.Purge(ctx, jetstream.WithPurgeSubject(c.subject(name)))
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: purge subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+	}
+	return nil
+}
+
+// Close closes the channel's consumers and unregisters its metrics. Stored events stay
+// in the stream; the NATS connection stays open.
+func (c *Channel) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	for _, cons := range c.openConsumers() {
+		_ = cons.Close()
+	}
+	if c.metrics != nil {
+		c.cfg.registerer.Unregister(c.metrics)
+	}
+	c.conn.stop()
+	return nil
+}

@@ -1,0 +1,287 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// How long one pull request waits for messages, and how long the fetch loop backs off
+// after an error (doubling up to the maximum).
+const (
+	fetchWait       = 5 * time.Second
+	minFetchBackoff = 100 * time.Millisecond
+	maxFetchBackoff = 2 * time.Second
+	lagCacheTTL     = 100 * time.Millisecond
+	lagTimeout      = 2 * time.Second
+)
+
+// Consumer is one subscription's stream of messages, pulled in batches from its durable
+// JetStream consumer. Receive hands messages out in stream order; it is safe to call
+// from several goroutines, each message going to one of them. Len and Close are safe
+// for concurrent use.
+//
+// A message is kept alive on the server (AckWait reset) from the moment it is fetched
+// until it is settled, so in normal operation the server never redelivers it: retries
+// are the dispatcher's. At most 2×FetchBatch messages are buffered locally.
+type Consumer struct {
+	ch   *Channel
+	name string
+	log  *slog.Logger
+
+	msgs  chan *message // fetched, not yet received
+	space chan struct{} // signalled when Receive frees room in msgs
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	heldMu sync.Mutex
+	held   map[*message]struct{} // fetched and not settled, kept alive
+
+	lagMu sync.Mutex
+	jc    jetstream.Consumer // replaced by recreate
+	lagAt time.Time
+	lag   int
+}
+
+var _ channel.Consumer = (*Consumer)(nil)
+
+func newConsumer(ch *Channel, name string, jc jetstream.Consumer) *Consumer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Consumer{
+		ch:     ch,
+		name:   name,
+		jc:     jc,
+		log:    ch.log.With("subscription", name),
+		msgs:   make(chan *message, 2*ch.cfg.fetchBatch),
+		space:  make(chan struct{}, 1),
+		ctx:    ctx,
+		cancel: cancel,
+		held:   make(map[*message]struct{}),
+	}
+}
+
+func (c *Consumer) start() {
+	c.wg.Add(2)
+	go c.fetchLoop()
+	go c.keepAliveLoop()
+}
+
+// Receive returns the next message, blocking until one is available, ctx ends
+// (ctx.Err()) or the consumer or its channel is closed (channel.ErrClosed).
+func (c *Consumer) Receive(ctx context.Context) (channel.Message, error) {
+	if c.ctx.Err() != nil {
+		return nil, channel.ErrClosed
+	}
+	select {
+	case m := <-c.msgs:
+		c.signalSpace()
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-c.msgs:
+		c.signalSpace()
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.ctx.Done():
+		return nil, channel.ErrClosed
+	}
+}
+
+func (c *Consumer) signalSpace() {
+	select {
+	case c.space <- struct{}{}:
+	default:
+	}
+}
+
+// Len reports the subscription's lag: messages stored for it and not yet delivered, plus
+// messages delivered and not yet settled (across all replicas sharing it). The value is
+// asked of the server at most every 100ms; on error the last known value is returned.
+func (c *Consumer) Len() int {
+	c.lagMu.Lock()
+	defer c.lagMu.Unlock()
+	if time.Since(c.lagAt) < lagCacheTTL {
+		return c.lag
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
+	defer cancel()
+	info, err := c.jc.Info(ctx)
+	if err != nil {
+		c.log.Debug("jetstream consumer info failed", "err", err)
+		return c.lag
+	}
+	c.lag = int(info.NumPending) + info.NumAckPending
+	c.lagAt = time.Now()
+	return c.lag
+}
+
+// Close stops fetching. Messages fetched but not yet received are handed back to the
+// server for prompt redelivery (to another replica, or after a restart); messages
+// received and not settled stay stored and are redelivered after AckWait unless settled
+// first. Close waits for the fetch loop to stop.
+func (c *Consumer) Close() error {
+	c.once.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+	drain:
+		for {
+			select {
+			case m := <-c.msgs:
+				m.Release()
+			default:
+				break drain
+			}
+		}
+		c.ch.forget(c)
+	})
+	return nil
+}
+
+// fetchLoop pulls batches into msgs, never more than msgs has room for, so that every
+// fetched message is registered for keep-alive at once and sending never blocks.
+func (c *Consumer) fetchLoop() {
+	defer c.wg.Done()
+	batch := c.ch.cfg.fetchBatch
+	minFetch := max(1, batch/2)
+	backoff := minFetchBackoff
+	failing := false
+	for c.ctx.Err() == nil {
+		room := cap(c.msgs) - len(c.msgs)
+		if room < minFetch {
+			select {
+			case <-c.space:
+			case <-c.ctx.Done():
+			}
+			continue
+		}
+		err := c.fetch(min(room, batch))
+		if err == nil {
+			if failing {
+				c.log.Info("jetstream consumer resumed")
+				failing = false
+			}
+			backoff = minFetchBackoff
+			continue
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+		if !failing {
+			c.log.Warn("jetstream fetch failed, retrying", "err", err)
+			failing = true
+		}
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			c.recreate()
+		}
+		select {
+		case <-time.After(backoff):
+		case <-c.ctx.Done():
+		}
+		backoff = min(2*backoff, maxFetchBackoff)
+	}
+}
+
+// fetch runs one pull request for up to n messages.
+func (c *Consumer) fetch(n int) error {
+	c.lagMu.Lock()
+	jc := c.jc
+	c.lagMu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, fetchWait)
+	defer cancel()
+	b, err := jc.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		return err
+	}
+	for jm := range b.Messages() {
+		e, err := event.DecodeBinary(jm.Data())
+		if err != nil {
+			// Redelivering a message that cannot be decoded would loop forever.
+			md, _ := jm.Metadata()
+			c.log.Error("jetstream message cannot be decoded, terminating it", "metadata", md, "err", err)
+			_ = jm.TermWithReason("sluice: corrupt event")
+			continue
+		}
+		m := &message{c: c, jm: jm, ev: e}
+		c.hold(m)
+		c.msgs <- m
+	}
+	err = b.Error()
+	if err != nil && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		err = nil
+	}
+	return err
+}
+
+// recreate creates the subscription's consumer again after it vanished from the server
+// (its data was lost, or another replica removed it).
+func (c *Consumer) recreate() {
+	ctx, cancel := context.WithTimeout(c.ctx, lagTimeout)
+	defer cancel()
+	jc, err := c.ch.js.CreateOrUpdateConsumer(ctx, c.ch.stream, c.ch.consumerConfig(c.name))
+	if err != nil {
+		c.log.Warn("jetstream consumer re-creation failed", "err", err)
+		return
+	}
+	c.lagMu.Lock()
+	c.jc = jc
+	c.lagMu.Unlock()
+	c.log.Warn("jetstream consumer was missing and has been re-created")
+}
+
+func (c *Consumer) hold(m *message) {
+	c.heldMu.Lock()
+	m.touched = time.Now()
+	c.held[m] = struct{}{}
+	c.heldMu.Unlock()
+}
+
+func (c *Consumer) unhold(m *message) {
+	c.heldMu.Lock()
+	delete(c.held, m)
+	c.heldMu.Unlock()
+}
+
+// keepAliveLoop tells the server every AckWait/3 that held messages are in progress, so
+// it redelivers only after a crash, never while the dispatcher is retrying.
+func (c *Consumer) keepAliveLoop() {
+	defer c.wg.Done()
+	period := c.ch.cfg.ackWait / 3
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var due []*message
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			due = due[:0]
+			c.heldMu.Lock()
+			for m := range c.held {
+				if now.Sub(m.touched) >= period {
+					m.touched = now
+					due = append(due, m)
+				}
+			}
+			c.heldMu.Unlock()
+			for _, m := range due {
+				if err := m.jm.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+					c.log.Debug("jetstream keep-alive failed", "err", err)
+				}
+			}
+			clear(due)
+		}
+	}
+}

@@ -1,0 +1,2 @@
+// Package jetstream is Sluice's durable channel on NATS JetStream.
+package jetstream

@@ -1,0 +1,159 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// startServer starts an embedded server on dir and shuts it down at the end of the test.
+func startServer(t testing.TB, dir string, opts ...EmbeddedOption) *Embedded {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := StartEmbedded(ctx, dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+	return e
+}
+
+func connect(t testing.TB, e *Embedded) *nats.Conn {
+	t.Helper()
+	nc, err := e.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func newChannel(t testing.TB, nc *nats.Conn, key string, opts ...Option) *Channel {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opts = append([]Option{WithLogger(testLogger(t))}, opts...)
+	c, err := New(ctx, nc, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func consume(t testing.TB, c *Channel, name string) channel.Consumer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := c.Consume(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cons.Close() })
+	return cons
+}
+
+func testEvent(i int, data []byte) *event.Event {
+	return &event.Event{
+		SpecVersion: "1.0",
+		ID:          fmt.Sprintf("id-%06d", i),
+		Source:      "/test",
+		Type:        "io.sluice.test",
+		Data:        data,
+	}
+}
+
+func publish(t testing.TB, c *Channel, envs ...channel.Envelope) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Publish(ctx, envs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receive receives one message or fails the test after d.
+func receive(t testing.TB, cons channel.Consumer, d time.Duration) channel.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return m
+}
+
+// expectNothing fails the test if a message arrives within d.
+func expectNothing(t testing.TB, cons channel.Consumer, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err == nil {
+		t.Fatalf("unexpected message %s", m.Event())
+	}
+}
+
+// eventually polls cond every 20ms until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gather returns the values of the metric called name in reg, keyed by their labels
+// (name="value" pairs joined by commas, in the registry's order).
+func gather(t testing.TB, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[strings.Join(labels, ",")] = v
+		}
+	}
+	return out
+}
+
+// testLogger logs through t.Log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}

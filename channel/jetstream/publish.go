@@ -1,0 +1,149 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// futuresPool recycles the slices of pending acknowledgements of Publish calls.
+var futuresPool = sync.Pool{New: func() any { s := make([]jetstream.PubAckFuture, 0, 64); return &s }}
+
+// Publish stores one message per (event, routed subscription) in the broker's stream and
+// returns nil once the server has acknowledged every one of them (stored them on disk).
+// The messages are sent asynchronously and the acknowledgements awaited together, so a
+// batch costs about one round trip.
+//
+// Errors wrap channel.ErrFull (stream at its MaxBytes, too many publishes awaiting
+// acknowledgement) or channel.ErrUnavailable (not connected, no JetStream, store
+// failure, ctx ended), with the reason. On error some messages may be stored anyway;
+// the caller rejects the request and the client's retry makes duplicates, which
+// at-least-once delivery allows.
+func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
+	if c.closed.Load() {
+		return channel.ErrClosed
+	}
+	n := 0
+	for i := range envs {
+		n += len(envs[i].Subscriptions)
+	}
+	if n == 0 {
+		return nil
+	}
+	lost := c.conn.Lost()
+	if st := c.nc.Status(); st != nats.CONNECTED {
+		return c.publishFailed(fmt.Errorf("%w: nats connection is %s", channel.ErrUnavailable, strings.ToLower(st.String())))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.publishTimeout)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	stall := jetstream.WithStallWait(max(time.Until(deadline), time.Millisecond))
+
+	fp := futuresPool.Get().(*[]jetstream.PubAckFuture)
+	futures := (*fp)[:0]
+	defer func() {
+		clear(futures)
+		*fp = futures[:0]
+		futuresPool.Put(fp)
+	}()
+	for i := range envs {
+		env := &envs[i]
+		if len(env.Subscriptions) == 0 {
+			continue
+		}
+		// One encoding per event, shared read-only by its messages; the client keeps a
+		// reference until the acknowledgement, so it is not pooled.
+		data := event.AppendBinary(make([]byte, 0, env.Event.Size()), env.Event)
+		for _, sub := range env.Subscriptions {
+			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: c.subject(sub), Data: data}, stall)
+			if err != nil {
+				return c.publishFailed(classify(err))
+			}
+			futures = append(futures, f)
+		}
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return c.publishFailed(classify(err))
+		case <-lost:
+			return c.publishFailed(fmt.Errorf("%w: NATS connection lost while waiting for JetStream to acknowledge %d messages",
+				channel.ErrUnavailable, len(futures)))
+		case <-ctx.Done():
+			return c.publishFailed(fmt.Errorf("%w: waiting for JetStream to acknowledge %d messages: %w",
+				channel.ErrUnavailable, len(futures), ctx.Err()))
+		}
+	}
+	if c.metrics != nil {
+		c.metrics.published.Add(uint64(n))
+	}
+	return nil
+}
+
+// publishFailed counts and logs err, and returns it.
+func (c *Channel) publishFailed(err error) error {
+	full := errors.Is(err, channel.ErrFull)
+	if c.metrics != nil {
+		if full {
+			c.metrics.errFull.Add(1)
+		} else {
+			c.metrics.errUnavailable.Add(1)
+		}
+	}
+	c.log.Warn("jetstream publish failed", "stream", c.stream, "err", err)
+	return fmt.Errorf("jetstream: publish to broker %q: %w", c.brokerKey, err)
+}
+
+// classify wraps a publish error with channel.ErrFull or channel.ErrUnavailable and a
+// reason a person can act on.
+func classify(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch {
+		case apiErr.ErrorCode == jsErrCodeStoreFailed && strings.Contains(apiErr.Description, "maximum"):
+			return fmt.Errorf("%w: stream limit reached (%s), waiting for consumers to settle events: %w",
+				channel.ErrFull, apiErr.Description, err)
+		case apiErr.ErrorCode == jsErrCodeInsufficientResources:
+			return fmt.Errorf("%w: JetStream store is out of space: %w", channel.ErrUnavailable, err)
+		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return fmt.Errorf("%w: event larger than the stream's maximum message size: %w", channel.ErrUnavailable, err)
+		}
+		return fmt.Errorf("%w: JetStream refused the message: %w", channel.ErrUnavailable, err)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		return fmt.Errorf("%w: too many messages awaiting JetStream acknowledgement: %w", channel.ErrFull, err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w: no JetStream stream answers (stream deleted or JetStream down): %w", channel.ErrUnavailable, err)
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w: event larger than the server's max payload: %w", channel.ErrUnavailable, err)
+	}
+	return unavailable(err)
+}
+
+// unavailable wraps err with channel.ErrUnavailable unless it already is.
+func unavailable(err error) error {
+	if errors.Is(err, channel.ErrUnavailable) || errors.Is(err, channel.ErrFull) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", channel.ErrUnavailable, err)
+}
+
+// JetStream API error codes the client does not name.
+const (
+	jsErrCodeInsufficientResources jetstream.ErrorCode = 10023
+	jsErrCodeStoreFailed           jetstream.ErrorCode = 10077
+)
