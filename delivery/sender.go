@@ -57,16 +57,18 @@ var requestPool = sync.Pool{New: func() any {
 	return r
 }}
 
-// send POSTs e in binary mode to u with one attempt bounded by timeout. The
-// knativebrokerttl extension is stripped, as Knative does before subscribers. With
-// wantReply a 2xx response is read for a reply event (at most maxReply bytes).
+// send POSTs e in binary mode to u with one attempt bounded by timeout. To a subscriber
+// (toSubscriber) the knativebrokerttl extension is stripped, as Knative does, "Prefer:
+// reply" is sent and a 2xx response is read for a reply event (at most maxReply bytes).
+// A reply posted to a reply URL keeps its knativebrokerttl, so that the loop guard works
+// when that URL is a broker.
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
-	wantReply bool, maxReply int64) (o outcome) {
+	toSubscriber bool, maxReply int64) (o outcome) {
 	r := requestPool.Get().(*request)
 	clear(r.h)
 	event.WriteHeaders(r.h, e)
-	delete(r.h, hdrTTL)
-	if wantReply {
+	if toSubscriber {
+		delete(r.h, hdrTTL)
 		r.h["Prefer"] = preferReply
 	}
 	r.tmpl.URL = u
@@ -93,7 +95,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	}
 	o.status = resp.StatusCode
 	if o.ok() {
-		if wantReply {
+		if toSubscriber {
 			o.reply, o.replyErr = event.ReadResponse(resp, maxReply)
 		}
 		if n, _ := io.CopyN(io.Discard, resp.Body, maxDrain); n > 0 && o.reply == nil && o.replyErr == nil {

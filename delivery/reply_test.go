@@ -1,0 +1,185 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// replyB answers each event with a binary-mode reply of type b carrying the same data
+// prefixed with "re:".
+func replyB(w http.ResponseWriter, _ *http.Request, _ int, ev *event.Event) {
+	r := &event.Event{SpecVersion: "1.0", ID: "reply-" + ev.ID, Source: "/a", Type: "b",
+		DataContentType: "text/plain", Data: append([]byte("re:"), ev.Data...)}
+	event.WriteHeaders(w.Header(), r)
+	w.WriteHeader(http.StatusOK)
+	w.Write(r.Data)
+}
+
+type replies struct {
+	mu  sync.Mutex
+	got []*event.Event
+	err error
+}
+
+func (r *replies) replier(_ context.Context, e *event.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.got = append(r.got, e)
+	return nil
+}
+
+func (r *replies) list() []*event.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*event.Event(nil), r.got...)
+}
+
+func TestReplyIngested(t *testing.T) {
+	sub := newServer(t, replyB)
+	q, pub := newQueue(t)
+	var rs replies
+	m := NewMetrics(nil)
+	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier), WithMetrics(m))
+	run(t, d)
+	pub(newEvent("e1", ExtTTL, "255"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	got := rs.list()
+	if len(got) != 1 {
+		t.Fatalf("replier got %d events, want 1", len(got))
+	}
+	r := got[0]
+	if r.Type != "b" || r.ID != "reply-e1" || string(r.Data) != `re:{"n":"e1"}` || r.DataContentType != "text/plain" {
+		t.Errorf("reply changed: %+v data %q", r, r.Data)
+	}
+	if ttl, _ := r.Get(ExtTTL); ttl != "254" {
+		t.Errorf("reply knativebrokerttl = %q, want 254", ttl)
+	}
+	if v := value(m.replies.WithLabelValues("ns/a", "ingested")); v != 1 {
+		t.Errorf("replies_total{ingested} = %v, want 1", v)
+	}
+}
+
+func TestReplyStructured(t *testing.T) {
+	sub := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, ev *event.Event) {
+		w.Header().Set("Content-Type", event.MediaTypeStructured)
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"specversion":"1.0","id":"r1","source":"/a","type":"b","data":{"x":1}}`))
+	})
+	q, pub := newQueue(t)
+	var rs replies
+	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier))
+	run(t, d)
+	pub(newEvent("e1", ExtTTL, "7"))
+	waitFor(t, 5*time.Second, "reply", func() bool { return len(rs.list()) == 1 })
+	r := rs.list()[0]
+	if ttl, _ := r.Get(ExtTTL); r.Type != "b" || ttl != "6" || string(r.Data) != `{"x":1}` {
+		t.Errorf("reply type %q ttl %q data %q, want b, 6, {\"x\":1}", r.Type, ttl, r.Data)
+	}
+}
+
+func TestReplyTTLStopsLoop(t *testing.T) {
+	sub := newServer(t, replyB)
+	q, pub := newQueue(t)
+	var rs replies
+	m := NewMetrics(nil)
+	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier), WithMetrics(m))
+	run(t, d)
+	pub(newEvent("e1", ExtTTL, "1"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	if n := len(rs.list()); n != 0 {
+		t.Errorf("replier got %d events, want 0: ttl ran out", n)
+	}
+	if v := value(m.loopStopped.WithLabelValues("ns/a")); v != 1 {
+		t.Errorf("loop_stopped_total = %v, want 1", v)
+	}
+	if v := value(m.delivered.WithLabelValues("ns/a")); v != 1 {
+		t.Errorf("delivered_total = %v, want 1 (the delivery itself succeeded)", v)
+	}
+}
+
+func TestReplierErrorRetriesDelivery(t *testing.T) {
+	sub := newServer(t, replyB)
+	q, pub := newQueue(t)
+	var calls atomic.Int64
+	var rs replies
+	replier := func(ctx context.Context, e *event.Event) error {
+		if calls.Add(1) <= 2 {
+			return channel.ErrFull
+		}
+		return rs.replier(ctx, e)
+	}
+	m := NewMetrics(nil)
+	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL, Policy: Policy{Retry: 3, Delay: 5 * time.Millisecond}},
+		WithReplier(replier), WithMetrics(m))
+	run(t, d)
+	pub(newEvent("e1"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	if n := sub.n.Load(); n != 3 {
+		t.Errorf("subscriber saw %d attempts, want 3 (two replies refused)", n)
+	}
+	if n := len(rs.list()); n != 1 {
+		t.Errorf("replies ingested %d, want 1", n)
+	}
+	if v := value(m.replies.WithLabelValues("ns/a", "failed")); v != 2 {
+		t.Errorf("replies_total{failed} = %v, want 2", v)
+	}
+}
+
+func TestReplyURL(t *testing.T) {
+	sub := newServer(t, replyB)
+	replyTo := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int, _ *event.Event) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	q, pub := newQueue(t)
+	var rs replies
+	rs.err = errors.New("must not be called")
+	d := NewDispatcher(q, Target{Name: "ns/s", URL: sub.URL, ReplyURL: replyTo.URL,
+		Policy: Policy{Retry: 2, Delay: 5 * time.Millisecond}}, WithReplier(rs.replier))
+	run(t, d)
+	pub(newEvent("e1", ExtTTL, "10"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	got := replyTo.received()
+	if len(got) != 2 || sub.n.Load() != 1 {
+		t.Fatalf("reply URL got %d posts, subscriber %d; want 2 and 1", len(got), sub.n.Load())
+	}
+	r := got[1].ev
+	// The reply keeps type, id and data, and carries the decremented ttl, so the loop
+	// guard holds when the reply URL is a broker.
+	if ttl, _ := r.Get(ExtTTL); ttl != "9" || r.Type != "b" || r.ID != "reply-e1" || string(r.Data) != `re:{"n":"e1"}` {
+		t.Errorf("reply URL got %+v", r)
+	}
+}
+
+func TestNonEventBodyCounted(t *testing.T) {
+	sub := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, _ *event.Event) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("thanks"))
+	})
+	q, pub := newQueue(t)
+	m := NewMetrics(nil)
+	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithMetrics(m))
+	run(t, d)
+	pub(newEvent("e1"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	if v := value(m.replies.WithLabelValues("ns/a", "not_event")); v != 1 {
+		t.Errorf("replies_total{not_event} = %v, want 1", v)
+	}
+	if v := value(m.delivered.WithLabelValues("ns/a")); v != 1 {
+		t.Errorf("delivered_total = %v, want 1", v)
+	}
+}
