@@ -1,0 +1,119 @@
+package config
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sluice.yaml")
+	write := func(s string) {
+		t.Helper()
+		// As editors do: write a temporary file, then rename it over the original.
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broker := func(retry string) string {
+		return "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspec: {delivery: {retry: " + retry + "}}\n" +
+			"---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t}\nspec: {broker: b, subscriber: {uri: \"http://127.0.0.1:9/\"}}\n"
+	}
+	write(broker("1"))
+
+	applied := make(chan *Config, 10)
+	failed := make(chan error, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Watch(ctx, dir, 20*time.Millisecond, func(c *Config) { applied <- c }, func(err error) { failed <- err })
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	expectApply := func(retry int) {
+		t.Helper()
+		select {
+		case c := <-applied:
+			if len(c.Brokers) != 1 || len(c.Brokers[0].Triggers) != 1 {
+				t.Fatalf("config %+v", c)
+			}
+			if got := c.Brokers[0].Key(); got != "default/b" {
+				t.Fatalf("broker %s", got)
+			}
+			if got := c.Brokers[0].Triggers[0].Delivery.Retry; got != retry {
+				t.Fatalf("retry %d, want %d", got, retry)
+			}
+			if len(c.Files) != 1 || c.Files[0] != p {
+				t.Fatalf("files %v", c.Files)
+			}
+		case err := <-failed:
+			t.Fatalf("onError(%v), want apply", err)
+		case <-time.After(time.Second):
+			t.Fatal("apply not called within a second")
+		}
+	}
+	expectError := func(want string) {
+		t.Helper()
+		select {
+		case err := <-failed:
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("onError(%v), want %q", err, want)
+			}
+		case c := <-applied:
+			t.Fatalf("apply(%+v), want onError", c)
+		case <-time.After(time.Second):
+			t.Fatal("onError not called within a second")
+		}
+	}
+	expectNothing := func() {
+		t.Helper()
+		select {
+		case c := <-applied:
+			t.Fatalf("apply(%+v) without a change", c)
+		case err := <-failed:
+			t.Fatalf("onError(%v) without a change", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	expectApply(1) // the state at start
+	expectNothing()
+	write(broker("2"))
+	expectApply(2)
+	write(broker("-1"))
+	expectError("spec.delivery.retry: -1 is negative")
+	expectNothing() // a broken state is reported once
+	write(broker("3"))
+	expectApply(3)
+	// A second file in the directory is a change too.
+	if err := os.WriteFile(filepath.Join(dir, "more.yml"), []byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: c}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-applied:
+		if len(c.Brokers) != 2 {
+			t.Fatalf("brokers %+v", c.Brokers)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(time.Second):
+		t.Fatal("new file not seen within a second")
+	}
+	// Removing the directory is an error, reported, and the watch goes on.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	expectError("no such file or directory")
+}
