@@ -60,6 +60,10 @@ const (
 	LateAfter = 10 * time.Millisecond
 	// KeptRate is the fraction of the intended rate the generator must achieve.
 	KeptRate = 0.95
+	// MaxBusy is the largest share of requests that may find every worker busy when
+	// they fall due (taken up more than LateAfter late) before the generator counts as
+	// saturated.
+	MaxBusy = 0.01
 )
 
 // Run executes the schedule against the target and returns the results. It stops
@@ -85,6 +89,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		next     atomic.Uint64 // next hit number
 		inFlight atomic.Int64
 		sentSec  atomic.Uint64 // dispatched in the current second
+		busy     atomic.Uint64 // hits taken up more than LateAfter after they were due
 		wg       sync.WaitGroup
 		senders  = make([]sender, o.Connections)
 	)
@@ -127,8 +132,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 					case <-runCtx.Done():
 						return
 					}
-				} else if runCtx.Err() != nil {
-					return
+				} else {
+					if runCtx.Err() != nil {
+						return
+					}
+					if -d > LateAfter && n >= o.WarmupHits {
+						busy.Add(1) // no worker was free when the hit fell due
+					}
 				}
 				x = result{seq: n * epr, due: due, intended: intended, warmup: n < o.WarmupHits}
 				x.sent = time.Now()
@@ -148,13 +158,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	var seconds []stats.LoadSecond
-	tick := func(t int) {
+	tick := func(t int, last bool) {
 		d, okN, failed, sum := rec.takeSecond()
+		sent := sentSec.Swap(0)
+		if last && d == 0 && sent == 0 {
+			return // nothing happened in the trailing partial second
+		}
 		sec := stats.LoadSecond{
 			T:        t,
 			Warmup:   time.Duration(t)*time.Second < o.Warmup,
 			Intended: pacer.HitsBefore(o.Pacer, time.Duration(t+1)*time.Second) - pacer.HitsBefore(o.Pacer, time.Duration(t)*time.Second),
-			Sent:     sentSec.Swap(0),
+			Sent:     sent,
 			Done:     d, OK: okN, Failed: failed,
 			P50: ms(sum.P50), P90: ms(sum.P90), P99: ms(sum.P99), P999: ms(sum.P999), Max: ms(sum.Max),
 			InFlight: inFlight.Load(),
@@ -171,14 +185,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case <-done:
 			stop = true
 			if time.Since(start) > time.Duration(t)*time.Second+50*time.Millisecond {
-				tick(t) // the partial last second
+				tick(t, true) // the partial last second
 			}
 		case <-time.After(wait):
-			tick(t)
+			tick(t, false)
 			t++
 		}
 	}
-	return buildResult(o, u, start, rec, steps, seconds, ctx.Err() != nil), nil
+	return buildResult(o, u, start, rec, steps, seconds, busy.Load(), ctx.Err() != nil), nil
 }
 
 // newStdClientIf returns a net/http client for https targets (or when asked), nil when

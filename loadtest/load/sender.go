@@ -68,6 +68,14 @@ type rawSender struct {
 }
 
 func (s *rawSender) send(o outgoing) (int, int64, int64, error) {
+	var body []byte
+	s.buf, body = s.build(o)
+	status, in, err := s.conn.roundTrip(s.buf)
+	return status, in, int64(len(body)), err
+}
+
+// build assembles the request for o into s.buf and returns it and its body.
+func (s *rawSender) build(o outgoing) ([]byte, []byte) {
 	t := s.tmpl
 	b := append(s.buf[:0], s.head...)
 	var body []byte
@@ -91,9 +99,7 @@ func (s *rawSender) send(o outgoing) (int, int64, int64, error) {
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)
-	s.buf = b
-	status, in, err := s.conn.roundTrip(b)
-	return status, in, int64(len(body)), err
+	return b, body
 }
 
 func (s *rawSender) abort() { s.conn.abort() }

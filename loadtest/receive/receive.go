@@ -290,10 +290,14 @@ func (r *Receiver) record(ev *event, now time.Time) error {
 	return nil
 }
 
-// tick closes the per-second row for second t.
-func (r *Receiver) tick(t int) {
+// tick closes the per-second row for second t; a trailing partial second with no
+// events is dropped.
+func (r *Receiver) tick(t int, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if last && r.secEvents == 0 && r.secDups == 0 {
+		return
+	}
 	s := stats.Summarize(r.second)
 	r.series = append(r.series, stats.RecvSecond{
 		T: t, Events: r.secEvents, Duplicates: r.secDups,
@@ -334,11 +338,11 @@ func (r *Receiver) Series(ctx context.Context, epoch time.Time) {
 		select {
 		case <-ctx.Done():
 			if time.Since(epoch) > time.Duration(t)*time.Second {
-				r.tick(t)
+				r.tick(t, true)
 			}
 			return
 		case <-time.After(time.Until(at)):
-			r.tick(t)
+			r.tick(t, false)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func WriteLoad(w io.Writer, r *load.Result) error {
 	fmt.Fprintf(tw, "Bytes Out\t[total, mean]\t%d, %.2f\n", r.BytesOut, meanOut)
 	fmt.Fprintf(tw, "Success\t[ratio]\t%.2f%%\n", 100*r.Success)
 	fmt.Fprintf(tw, "Status Codes\t[code:count]\t%s\n", codes(r.StatusCodes))
-	fmt.Fprintf(tw, "Generator\t[intended, achieved, late, lag p99]\t%.2f/s, %.2f/s, %d, %s\n", r.IntendedRate, r.Rate, r.Late, durs(r.Lag.P99))
+	fmt.Fprintf(tw, "Generator\t[intended, achieved, late, all busy, lag p99]\t%.2f/s, %.2f/s, %d, %d, %s\n", r.IntendedRate, r.Rate, r.Late, r.Busy, durs(r.Lag.P99))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("report: write: %w", err)
 	}
@@ -62,9 +62,9 @@ func WriteLoad(w io.Writer, r *load.Result) error {
 		fmt.Fprintf(w, "%s (×%d)\n", e, r.Errors[e])
 	}
 	if r.Saturated {
-		fmt.Fprintf(w, "WARNING: the generator could not keep the schedule (achieved %.2f of %.2f requests/s, p99 dispatch lag %s): "+
-			"raise --connections or give it more CPU; latencies still count from the intended send times.\n",
-			r.Rate, r.IntendedRate, round(r.Lag.P99))
+		fmt.Fprintf(w, "WARNING: the generator could not keep the schedule (achieved %.2f of %.2f requests/s; %d requests found all %d connections busy; p99 dispatch lag %s): "+
+			"raise --connections or give it more CPU. Latencies still count from the intended send times.\n",
+			r.Rate, r.IntendedRate, r.Busy, r.Connections, round(r.Lag.P99))
 	}
 	if len(r.Steps) > 1 {
 		fmt.Fprintln(w)
