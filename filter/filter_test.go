@@ -18,6 +18,7 @@ func testEvent() *event.Event {
 		Extensions: []event.Extension{
 			{Name: "region", Value: "eu-west-1"},
 			{Name: "priority", Value: "7"},
+			{Name: "flag", Value: "true"},
 		},
 		Data: []byte(`{"n":1}`),
 	}
@@ -99,6 +100,7 @@ func TestDialects(t *testing.T) {
 		{"cesql true", []Spec{{CESQL: "type = 'com.example.order.created' AND region LIKE 'eu-%'"}}, true},
 		{"cesql false", []Spec{{CESQL: "type = 'x'"}}, false},
 		{"cesql extension cast to integer", []Spec{{CESQL: "priority > 5"}}, true},
+		{"cesql string extension compared with a boolean", []Spec{{CESQL: "flag = TRUE"}}, true},
 		{"cesql missing attribute is no match", []Spec{{CESQL: "tenant = 'a'"}}, false},
 		{"cesql exists", []Spec{{CESQL: "EXISTS region AND NOT EXISTS tenant"}}, true},
 		{"cesql non-boolean result is no match", []Spec{{CESQL: "type"}}, false},
