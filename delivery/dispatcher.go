@@ -57,13 +57,14 @@ type Dispatcher struct {
 	recvCancel context.CancelFunc
 	hardCtx    context.Context
 	runDone    chan struct{}
+	startedCh  chan struct{} // closed when Run starts
 }
 
 // NewDispatcher returns a dispatcher that delivers the messages of c to t. An invalid
 // target URL is logged and returned by Run.
 func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 	d := &Dispatcher{c: c, adaptive: true, maxReply: defaultMaxRepl, waiting: make(map[*job]struct{}),
-		quit: make(chan struct{}), runDone: make(chan struct{})}
+		quit: make(chan struct{}), runDone: make(chan struct{}), startedCh: make(chan struct{})}
 	for _, o := range opts {
 		o(d)
 	}
@@ -152,6 +153,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	recv, recvCancel := context.WithCancel(hard)
 	d.hardCtx, d.hardCancel, d.recvCancel = hard, hardCancel, recvCancel
 	d.growWorkersLocked(d.target.Load().maxInFlight())
+	close(d.startedCh)
 	d.mu.Unlock()
 	defer close(d.runDone)
 	defer hardCancel()
@@ -266,16 +268,27 @@ func (d *Dispatcher) stopAll() {
 // and nothing is held, and waits for Run to return. If ctx ends first, attempts in
 // progress are cancelled and every message still held is released unsettled (a durable
 // channel redelivers it later; a memory channel loses it, which is counted and logged).
-// It returns how many messages were left undelivered. Call it after Run has started; it
-// returns 0 at once otherwise.
+// It returns how many messages were left undelivered. If Run has not started yet, Drain
+// returns 0 at once when the consumer is empty, and otherwise waits for Run to start
+// (until ctx ends, returning the consumer's length).
 func (d *Dispatcher) Drain(ctx context.Context) (left int) {
+	select {
+	case <-d.startedCh:
+	case <-ctx.Done():
+		return d.c.Len() // never ran: everything is still in the channel
+	default:
+		if d.c.Len() == 0 {
+			return 0 // never ran and nothing to deliver
+		}
+		select { // Run is presumably being started: wait for it
+		case <-d.startedCh:
+		case <-ctx.Done():
+			return d.c.Len()
+		}
+	}
 	d.mu.Lock()
-	started := d.started
 	recvCancel, hardCancel := d.recvCancel, d.hardCancel
 	d.mu.Unlock()
-	if !started {
-		return 0
-	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for d.c.Len() > 0 || d.count.Load() > 0 {

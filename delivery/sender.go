@@ -84,7 +84,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := c.Do(r.tmpl.WithContext(actx))
+	resp, err := roundTrip(c, r.tmpl.WithContext(actx))
 	if err != nil {
 		// The transport may still close the body in another goroutine: do not reuse r.
 		o.latency = time.Since(start)
@@ -98,7 +98,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		if toSubscriber {
 			o.reply, o.replyErr = event.ReadResponse(resp, maxReply)
 		}
-		if n, _ := io.CopyN(io.Discard, resp.Body, maxDrain); n > 0 && o.reply == nil && o.replyErr == nil {
+		if n := drain(resp.Body); n > 0 && o.reply == nil && o.replyErr == nil {
 			o.notEvent = true
 		}
 	} else {
@@ -108,7 +108,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 			o.errData = buf[:n]
 		}
 		if rerr == nil {
-			_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+			drain(resp.Body)
 		}
 		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {
 			o.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -120,4 +120,39 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	r.tmpl.URL = nil
 	requestPool.Put(r)
 	return o
+}
+
+// roundTrip sends req. A client without a cookie jar or overall timeout (NewClient's) is
+// bypassed for its transport: the client's redirect machinery copies every request's
+// headers, and Sluice follows no redirects anyway (a 3xx is a failed delivery).
+func roundTrip(c *http.Client, req *http.Request) (*http.Response, error) {
+	if c.Jar != nil || c.Timeout != 0 {
+		return c.Do(req)
+	}
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return rt.RoundTrip(req)
+}
+
+var drainPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// drain reads and discards at most maxDrain bytes of body, so that the connection can be
+// reused, and returns how many it read.
+func drain(body io.Reader) int {
+	if body == http.NoBody {
+		return 0
+	}
+	bp := drainPool.Get().(*[]byte)
+	n := 0
+	for n < maxDrain {
+		m, err := body.Read(*bp)
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	drainPool.Put(bp)
+	return n
 }
