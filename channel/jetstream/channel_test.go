@@ -203,7 +203,7 @@ func TestHeldMessageKeptAlive(t *testing.T) {
 
 func TestPublishUnavailable(t *testing.T) {
 	tests := []struct {
-		name  string
+		name    string
 		breakIt func(t *testing.T, e *Embedded, c *Channel)
 	}{
 		{"server shut down", func(t *testing.T, e *Embedded, c *Channel) {

@@ -155,9 +155,17 @@ func (e *Embedded) Shutdown(ctx context.Context) error {
 // serverLogger adapts slog to the nats-server Logger interface.
 type serverLogger struct{ l *slog.Logger }
 
-func (s serverLogger) Noticef(f string, v ...any) { s.l.Info(fmt.Sprintf(f, v...), "component", "nats") }
-func (s serverLogger) Warnf(f string, v ...any)   { s.l.Warn(fmt.Sprintf(f, v...), "component", "nats") }
-func (s serverLogger) Fatalf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...), "component", "nats") }
-func (s serverLogger) Errorf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...), "component", "nats") }
-func (s serverLogger) Debugf(f string, v ...any)  { s.l.Debug(fmt.Sprintf(f, v...), "component", "nats") }
-func (s serverLogger) Tracef(f string, v ...any)  {}
+func (s serverLogger) Noticef(f string, v ...any) {
+	s.l.Info(fmt.Sprintf(f, v...), "component", "nats")
+}
+func (s serverLogger) Warnf(f string, v ...any) { s.l.Warn(fmt.Sprintf(f, v...), "component", "nats") }
+func (s serverLogger) Fatalf(f string, v ...any) {
+	s.l.Error(fmt.Sprintf(f, v...), "component", "nats")
+}
+func (s serverLogger) Errorf(f string, v ...any) {
+	s.l.Error(fmt.Sprintf(f, v...), "component", "nats")
+}
+func (s serverLogger) Debugf(f string, v ...any) {
+	s.l.Debug(fmt.Sprintf(f, v...), "component", "nats")
+}
+func (s serverLogger) Tracef(f string, v ...any) {}
