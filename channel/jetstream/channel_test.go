@@ -414,3 +414,18 @@ func TestRemove(t *testing.T) {
 		t.Fatalf("kept subscription got %s", id)
 	}
 }
+
+// TestLargeEvent stores an event at the broker's default 1 MiB body limit, beyond
+// NATS's default max payload.
+func TestLargeEvent(t *testing.T) {
+	e := startServer(t, t.TempDir())
+	c := newChannel(t, connect(t, e), "demo/default")
+	cons := consume(t, c, "t")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	publish(t, c, channel.Envelope{Event: testEvent(1, data), Subscriptions: []string{"t"}})
+	m := receive(t, cons, 5*time.Second)
+	if !bytes.Equal(m.Event().Data, data) {
+		t.Fatalf("got %d bytes back", len(m.Event().Data))
+	}
+	_ = m.Ack()
+}

@@ -14,6 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// DefaultMaxPayload is the embedded server's largest message: room for an event at
+// Sluice's default 1 MiB body limit plus its attributes (NATS's own default is 1 MiB).
+const DefaultMaxPayload = 8 << 20
+
 // Embedded is a NATS server with JetStream running inside the process, storing its
 // streams under a data directory. Start it once and give every broker's Channel a
 // connection from Connect. Its methods are safe for concurrent use.
@@ -73,6 +77,7 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 		JetStreamMaxStore: cfg.maxStore,
 		SyncAlways:        cfg.syncAlways,
 		DontListen:        cfg.listen == "",
+		MaxPayload:        DefaultMaxPayload,
 		NoSigs:            true,
 		NoSystemAccount:   true,
 	}
