@@ -374,3 +374,30 @@ func TestUpdateTakesEffect(t *testing.T) {
 		t.Errorf("new URL saw ids %v, want 20 distinct", keys)
 	}
 }
+
+func TestNetworkErrorRetriedThenDeadLettered(t *testing.T) {
+	gone := newServer(t, nil)
+	url := gone.URL
+	gone.Close() // connection refused from now on
+	dls := newServer(t, nil)
+	q, pub := newQueue(t)
+	m := NewMetrics(nil)
+	d := NewDispatcher(q, Target{Name: "ns/t", URL: url,
+		Policy: Policy{Retry: 2, Delay: 5 * time.Millisecond, DeadLetterSink: dls.URL}}, WithMetrics(m))
+	run(t, d)
+	pub(newEvent("e1"))
+	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	if v := value(m.attempts.WithLabelValues("ns/t", "subscriber", "error")); v != 3 {
+		t.Errorf("attempts_total{error} = %v, want 3", v)
+	}
+	dl := dls.received()
+	if len(dl) != 1 {
+		t.Fatalf("dead-letter sink got %d events, want 1", len(dl))
+	}
+	if code, _ := dl[0].ev.Get(ExtErrorCode); code != "500" {
+		t.Errorf("knativeerrorcode = %q, want 500", code)
+	}
+	if dest, _ := dl[0].ev.Get(ExtErrorDest); dest != url {
+		t.Errorf("knativeerrordest = %q, want %q", dest, url)
+	}
+}
