@@ -1,0 +1,436 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// sessionTimeout is the consumer group session timeout: how long a crashed process keeps
+// its partitions before the group hands them to the process that replaced it.
+const sessionTimeout = 10 * time.Second
+
+// consumer is one subscription's consumer group member. One goroutine polls records and
+// queues those routed to the subscription on ready (never more than max unsettled);
+// another commits settled offsets every commit interval. It is safe for concurrent use.
+type consumer struct {
+	ch      *Channel
+	name    string
+	group   string
+	ordered bool
+	max     int
+	cl      *kgo.Client
+
+	ready  chan *message   // cap max: never blocks, as unacked <= max
+	room   chan struct{}   // signalled when a message settles
+	closed chan struct{}   // closed by Close
+	ctx    context.Context // ends at Close: stops the loops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	lag    atomic.Int64
+
+	mu      sync.Mutex
+	parts   map[int32]*part
+	skips   map[int32][][2]int64 // settled ranges read at assignment, until first fetch
+	unacked int                  // messages queued or handed out and not settled
+}
+
+// part is the state of one partition while it is assigned to the consumer.
+type part struct {
+	id      int32
+	wm      *watermark
+	busy    bool       // ordered: a message of this partition is handed out
+	waiting []*message // ordered: messages waiting for busy to clear
+	gone    bool       // revoked: settling its messages commits nothing
+}
+
+var _ channel.Consumer = (*consumer)(nil)
+
+func newConsumer(c *Channel, name string, ordered bool) (*consumer, error) {
+	k := &consumer{
+		ch:      c,
+		name:    name,
+		group:   c.group(name),
+		ordered: ordered,
+		max:     c.cfg.maxUnacked,
+		ready:   make(chan *message, c.cfg.maxUnacked),
+		room:    make(chan struct{}, 1),
+		closed:  make(chan struct{}),
+		parts:   make(map[int32]*part),
+		skips:   make(map[int32][][2]int64),
+	}
+	cl, err := kgo.NewClient(c.clientOpts(
+		kgo.ConsumerGroup(k.group),
+		kgo.ConsumeTopics(c.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(sessionTimeout),
+		kgo.FetchMaxBytes(c.cfg.fetchMaxBytes),
+		// A fetch in flight holds back partitions assigned or loaded after it was sent:
+		// keep it short so that they start soon.
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
+			k.assigned(ctx, cl, ps[c.topic])
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+			k.drop(ctx, ps[c.topic], true)
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+			k.drop(ctx, ps[c.topic], false)
+		}),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka channel %s: consumer %s: %w", c.topic, name, err)
+	}
+	k.cl = cl
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	k.wg.Add(2)
+	go k.poll()
+	go k.commitLoop()
+	return k, nil
+}
+
+// Receive returns the next message, blocking until one is fetched, ctx ends or the
+// consumer is closed (channel.ErrClosed).
+func (k *consumer) Receive(ctx context.Context) (channel.Message, error) {
+	select {
+	case <-k.closed:
+		return nil, channel.ErrClosed
+	default:
+	}
+	select {
+	case m := <-k.ready:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-k.closed:
+		return nil, channel.ErrClosed
+	}
+}
+
+// Len is the subscription's consumer lag: records of the topic past its settled offsets,
+// as of the last refresh (every LagInterval).
+func (k *consumer) Len() int { return int(k.lag.Load()) }
+
+// Close stops fetching, commits what is settled and leaves the group. Messages not
+// settled before Close are delivered again to the next consumer of the subscription.
+func (k *consumer) Close() error {
+	k.once.Do(func() {
+		close(k.closed)
+		k.cancel()
+		k.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		k.commit(ctx)
+		cancel()
+		k.cl.AllowRebalance()
+		k.cl.Close()
+		k.ch.forget(k)
+	})
+	return nil
+}
+
+// poll fetches records while there is room for them and queues those routed here.
+func (k *consumer) poll() {
+	defer k.wg.Done()
+	for k.ctx.Err() == nil {
+		k.mu.Lock()
+		free := k.max - k.unacked
+		k.mu.Unlock()
+		if free <= 0 {
+			select {
+			case <-k.room:
+			case <-k.ctx.Done():
+			}
+			continue
+		}
+		if err := k.ch.ensureTopic(k.ctx); err != nil {
+			k.ch.log.warn("consume", "kafka: cannot create topic; retrying", "topic", k.ch.topic, "subscription", k.name, "err", err)
+			k.sleep(time.Second)
+			continue
+		}
+		fs := k.cl.PollRecords(k.ctx, free)
+		if fs.IsClientClosed() || k.ctx.Err() != nil {
+			k.cl.AllowRebalance()
+			return
+		}
+		failed := false
+		fs.EachError(func(t string, p int32, err error) {
+			failed = true
+			k.ch.log.warn("fetch", "kafka: fetch failed; retrying", "topic", t, "partition", p, "subscription", k.name, "err", err)
+		})
+		k.mu.Lock()
+		fs.EachRecord(k.add)
+		k.mu.Unlock()
+		k.cl.AllowRebalance()
+		if failed && fs.NumRecords() == 0 {
+			k.sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+func (k *consumer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-k.ctx.Done():
+	}
+}
+
+// add tracks r and queues it if it is routed to the subscription; called with k.mu held,
+// in offset order per partition.
+func (k *consumer) add(r *kgo.Record) {
+	p := k.parts[r.Partition]
+	if p == nil {
+		p = &part{id: r.Partition, wm: newWatermark(k.skips[r.Partition])}
+		delete(k.skips, r.Partition)
+		k.parts[r.Partition] = p
+	}
+	if p.wm.skipped(r.Offset) || !routedTo(r, k.name) {
+		p.wm.add(r.Offset, r.LeaderEpoch, true)
+		return
+	}
+	m := &message{k: k, ev: decodeRecord(r), p: p}
+	m.seq = p.wm.add(r.Offset, r.LeaderEpoch, false)
+	k.unacked++
+	if k.ordered {
+		if p.busy {
+			p.waiting = append(p.waiting, m)
+			return
+		}
+		p.busy = true
+	}
+	k.ready <- m
+}
+
+// settle ends m: ack advances its partition's watermark; either way its slot frees and,
+// if ordered, the partition's next message is handed out.
+func (k *consumer) settle(m *message, ack bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if m.done {
+		return
+	}
+	m.done = true
+	k.unacked--
+	select {
+	case k.room <- struct{}{}:
+	default:
+	}
+	p := m.p
+	if p.gone {
+		return
+	}
+	if ack {
+		p.wm.settle(m.seq)
+	}
+	if k.ordered {
+		if len(p.waiting) > 0 {
+			next := p.waiting[0]
+			p.waiting[0] = nil
+			p.waiting = p.waiting[1:]
+			k.ready <- next
+		} else {
+			p.busy = false
+		}
+	}
+}
+
+// assigned reads, for newly assigned partitions, the ranges of records past the
+// committed offset that the previous owner settled, so that they are not delivered again.
+func (k *consumer) assigned(ctx context.Context, cl *kgo.Client, ids []int32) {
+	if len(ids) == 0 {
+		return
+	}
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, k.group)
+	if err != nil {
+		k.ch.log.warn("assign", "kafka: cannot read commit metadata; records settled after the committed offset will be delivered again",
+			"group", k.group, "err", err)
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, id := range ids {
+		if o, ok := offs.Lookup(k.ch.topic, id); ok && o.Err == nil {
+			if rs := decodeSkip(o.At, o.Metadata); rs != nil {
+				k.skips[id] = rs
+			}
+		}
+	}
+}
+
+// drop forgets revoked or lost partitions, committing their settled offsets first when
+// they were revoked (the group still accepts our commits then).
+func (k *consumer) drop(ctx context.Context, ids []int32, commit bool) {
+	k.mu.Lock()
+	offs := map[int32]commitOffset{}
+	for _, id := range ids {
+		delete(k.skips, id)
+		p := k.parts[id]
+		if p == nil {
+			continue
+		}
+		if o, e, meta, ok := p.wm.take(); ok {
+			offs[id] = commitOffset{kgo.EpochOffset{Epoch: e, Offset: o}, meta}
+		}
+		p.gone = true
+		k.unacked -= len(p.waiting)
+		p.waiting = nil
+		delete(k.parts, id)
+	}
+	k.mu.Unlock()
+	select {
+	case k.room <- struct{}{}:
+	default:
+	}
+	if commit && len(offs) > 0 {
+		if err := k.commitSync(ctx, offs); err != nil {
+			k.ch.log.warn("commit", "kafka: commit of revoked partitions failed; their records will be delivered again",
+				"group", k.group, "err", err)
+		}
+	}
+}
+
+func (k *consumer) commitLoop() {
+	defer k.wg.Done()
+	t := time.NewTicker(k.ch.cfg.commitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-t.C:
+			k.commit(k.ctx)
+		}
+	}
+}
+
+// commit commits the watermarks that moved since the last commit.
+func (k *consumer) commit(ctx context.Context) {
+	k.mu.Lock()
+	offs := map[int32]commitOffset{}
+	for id, p := range k.parts {
+		if o, e, meta, ok := p.wm.take(); ok {
+			offs[id] = commitOffset{kgo.EpochOffset{Epoch: e, Offset: o}, meta}
+		}
+	}
+	k.mu.Unlock()
+	if len(offs) == 0 {
+		return
+	}
+	if err := k.commitSync(ctx, offs); err != nil {
+		if ctx.Err() == nil {
+			k.ch.log.warn("commit", "kafka: commit failed; retrying", "group", k.group, "err", err)
+		}
+		k.mu.Lock()
+		for id := range offs {
+			if p := k.parts[id]; p != nil {
+				p.wm.dirty = true
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// commitOffset is a partition's commit: offset, epoch and metadata (settled ranges).
+type commitOffset struct {
+	kgo.EpochOffset
+	meta string
+}
+
+func (k *consumer) commitSync(ctx context.Context, offs map[int32]commitOffset) error {
+	eos := make(map[int32]kgo.EpochOffset, len(offs))
+	for id, o := range offs {
+		eos[id] = o.EpochOffset
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				if o, ok := offs[p.Partition]; ok && o.meta != "" {
+					p.Metadata = &o.meta
+				}
+			}
+		}
+		return nil
+	})
+	var rerr error
+	k.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{k.ch.topic: eos},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				rerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil && rerr == nil {
+						rerr = fmt.Errorf("partition %d: %w", p.Partition, err)
+					}
+				}
+			}
+		})
+	return rerr
+}
+
+// positions returns the settled position of each tracked partition, for lag.
+func (k *consumer) positions() map[int32]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos := make(map[int32]int64, len(k.parts))
+	for id, p := range k.parts {
+		if p.wm.commit >= 0 {
+			pos[id] = p.wm.commit
+		}
+	}
+	return pos
+}
+
+// message is one record routed to the subscription.
+type message struct {
+	k    *consumer
+	ev   *event.Event
+	p    *part
+	seq  int64
+	done bool // guarded by k.mu
+}
+
+var _ channel.Message = (*message)(nil)
+
+// errAckAfterClose is returned by Ack after the consumer closed: the settlement cannot be
+// committed any more and the event will be delivered again.
+var errAckAfterClose = errors.New("kafka: ack after consumer close; the event will be delivered again")
+
+func (m *message) Event() *event.Event { return m.ev }
+
+// Ack settles the message; its offset is committed once every earlier record of its
+// partition is settled too.
+func (m *message) Ack() error {
+	select {
+	case <-m.k.closed:
+		m.k.settle(m, false)
+		return fmt.Errorf("%w: %w", channel.ErrClosed, errAckAfterClose)
+	default:
+	}
+	m.k.settle(m, true)
+	return nil
+}
+
+// Release gives the message up unsettled: it is delivered again after the subscription's
+// consumer restarts, and holds its partition's commit back until then. It reports true.
+func (m *message) Release() bool {
+	m.k.settle(m, false)
+	return true
+}

@@ -1,0 +1,339 @@
+// Package kafka is the durable channel for users who already run Apache Kafka. A broker's
+// events live in one topic; each subscription (trigger) reads it through a consumer group
+// of its own.
+//
+// # Layout
+//
+// Publish writes each event once, as one record in the CloudEvents Kafka binding's binary
+// mode (attributes as "ce_<name>" headers, datacontenttype as "content-type", data as the
+// value, the partitionkey extension as the key, like Knative's Kafka channel), plus one
+// "sluice-sub" header per subscription ingress routed it to. Every subscription's group
+// reads every record and settles at once those not routed to it. Storing once keeps the
+// write path to one produce per event however many triggers match, at the cost of each
+// group scanning the others' records; a topic per trigger would multiply writes instead.
+// A group new to the cluster starts at the earliest offset, so events routed to a
+// subscription before its first commit are never skipped.
+//
+// # Guarantees
+//
+// Publish returns nil only after the cluster acknowledged every record with acks=all
+// (idempotent producer); when the cluster is unreachable it returns an error wrapping
+// channel.ErrUnavailable no later than its context ends. A consumer commits, per
+// partition, only the prefix of records that are all settled (Ack, or not routed to it),
+// so a crash or restart delivers again every record not acknowledged, and possibly some
+// that were (at-least-once). Release leaves a record unsettled: it is delivered again when
+// its partition is next assigned (after a restart), and holds that partition's commit back
+// until then.
+//
+// Consume hands out each partition's records in offset order, at most MaxUnacked unsettled
+// at once. ConsumeOrdered also waits, per partition, until the record handed out is
+// settled before handing out the next: Knative's ordered delivery, with parallelism bounded
+// by the partition count. Events with the same partitionkey share a partition, so either
+// mode hands them out in the order they were published.
+//
+// Consumer.Len is the group's lag: records of the topic past its committed offsets,
+// including records routed to other subscriptions. It is refreshed every LagInterval.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+// Channel is a Kafka channel: one topic, one consumer group per subscription. It is safe
+// for concurrent use.
+type Channel struct {
+	cfg   config
+	topic string
+	cl    *kgo.Client // producer and admin requests
+	adm   *kadm.Client
+	log   *rateLog
+	met   *metrics
+
+	topicReady atomic.Bool
+	topicSem   chan struct{} // one topic creation at a time
+
+	mu        sync.Mutex
+	consumers map[string]*consumer
+	closed    bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ channel.Channel = (*Channel)(nil)
+
+// New returns the channel of the broker called brokerKey ("namespace/name"). It tries to
+// create the topic if absent, within ctx and at most 10 seconds; if the cluster cannot be
+// reached it logs why and tries again on first use, so a broker can start before Kafka.
+func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(cfg.brokers) == 0 {
+		return nil, errors.New("kafka channel: no seed brokers")
+	}
+	if cfg.partitions < 1 || cfg.replication < 1 || cfg.maxUnacked < 1 {
+		return nil, fmt.Errorf("kafka channel: partitions (%d), replication factor (%d) and max unacked (%d) must be positive",
+			cfg.partitions, cfg.replication, cfg.maxUnacked)
+	}
+	c := &Channel{
+		cfg:       cfg,
+		topic:     TopicName(cfg.prefix, brokerKey),
+		log:       newRateLog(cfg.logger),
+		topicSem:  make(chan struct{}, 1),
+		consumers: make(map[string]*consumer),
+		stop:      make(chan struct{}),
+	}
+	cl, err := kgo.NewClient(c.clientOpts(
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(cfg.linger),
+		kgo.RecordDeliveryTimeout(cfg.deliveryTimeout),
+		kgo.UnknownTopicRetries(-1),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka channel %s: %w", c.topic, err)
+	}
+	c.cl = cl
+	c.adm = kadm.NewClient(cl)
+	c.met = newMetrics(c)
+	if cfg.registerer != nil {
+		if err := cfg.registerer.Register(c.met); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("kafka channel %s: registering metrics: %w", c.topic, err)
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := c.ensureTopic(tctx); err != nil {
+		c.log.warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
+	}
+	cancel()
+	c.wg.Add(1)
+	go c.refreshLag()
+	return c, nil
+}
+
+// clientOpts are the options every client of c shares, then extra.
+func (c *Channel) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	return append([]kgo.Opt{
+		kgo.SeedBrokers(c.cfg.brokers...),
+		kgo.WithLogger(kgoLogger{c.cfg.logger}),
+		kgo.DialTimeout(5 * time.Second),
+	}, extra...)
+}
+
+// TopicName is the topic of the broker called brokerKey: "<prefix>.<brokerKey>" with '/'
+// turned into '.' and every character Kafka does not allow into '_'.
+func TopicName(prefix, brokerKey string) string {
+	name := []byte(prefix + "." + strings.ReplaceAll(brokerKey, "/", "."))
+	for i, b := range name {
+		ok := b == '.' || b == '_' || b == '-' || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z') || ('0' <= b && b <= '9')
+		if !ok {
+			name[i] = '_'
+		}
+	}
+	if len(name) > 249 {
+		name = name[:249]
+	}
+	return string(name)
+}
+
+// Topic is the channel's topic.
+func (c *Channel) Topic() string { return c.topic }
+
+// group is the consumer group of the subscription called name.
+func (c *Channel) group(name string) string { return c.topic + "/" + name }
+
+// ensureTopic creates the topic if it does not exist yet.
+func (c *Channel) ensureTopic(ctx context.Context) error {
+	if c.topicReady.Load() {
+		return nil
+	}
+	select {
+	case c.topicSem <- struct{}{}:
+		defer func() { <-c.topicSem }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.topicReady.Load() {
+		return nil
+	}
+	_, err := c.adm.CreateTopic(ctx, c.cfg.partitions, c.cfg.replication, nil, c.topic)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %s: %w", c.topic, err)
+	}
+	c.topicReady.Store(true)
+	return nil
+}
+
+// publishCall collects the results of one Publish call's records.
+type publishCall struct {
+	recs    []kgo.Record
+	pending atomic.Int32
+	done    chan struct{}
+	errOnce sync.Once
+	err     error
+}
+
+// Publish writes one record per envelope routed to at least one subscription and returns
+// once the cluster acknowledged all of them (acks=all), or with an error wrapping
+// channel.ErrUnavailable when one failed or ctx ended first. Records of a failed call
+// may still be stored; they are then delivered like any other (at-least-once).
+func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return channel.ErrClosed
+	}
+	n := 0
+	for i := range envs {
+		if len(envs[i].Subscriptions) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := c.ensureTopic(ctx); err != nil {
+		c.met.publishErrors.Add(float64(n))
+		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
+		return fmt.Errorf("%w: kafka topic %s: %v", channel.ErrUnavailable, c.topic, err)
+	}
+	call := &publishCall{recs: make([]kgo.Record, n), done: make(chan struct{})}
+	call.pending.Store(int32(n))
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			call.errOnce.Do(func() { call.err = err })
+		}
+		if call.pending.Add(-1) == 0 {
+			close(call.done)
+		}
+	}
+	j := 0
+	for i := range envs {
+		if len(envs[i].Subscriptions) == 0 {
+			continue
+		}
+		r := &call.recs[j]
+		j++
+		fillRecord(r, c.topic, &envs[i])
+		c.cl.Produce(ctx, r, promise)
+	}
+	var err error
+	select {
+	case <-call.done:
+		err = call.err
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.met.publishErrors.Add(float64(n))
+		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
+		return fmt.Errorf("%w: kafka produce to %s: %v", channel.ErrUnavailable, c.topic, err)
+	}
+	c.met.published.Add(float64(n))
+	return nil
+}
+
+// Consume returns the consumer of the subscription called name, joining its consumer
+// group: each partition's records in offset order, at most MaxUnacked unsettled. A second
+// call for an open subscription returns the same consumer. It does not wait for the
+// cluster: an unreachable cluster is logged and retried by the consumer.
+func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
+	return c.consume(name, false)
+}
+
+// ConsumeOrdered is Consume for an ordered subscription: per partition, a record is
+// handed out only after the previous one is settled (Ack or Release).
+func (c *Channel) ConsumeOrdered(ctx context.Context, name string) (channel.Consumer, error) {
+	return c.consume(name, true)
+}
+
+func (c *Channel) consume(name string, ordered bool) (channel.Consumer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	if k := c.consumers[name]; k != nil {
+		if k.ordered != ordered {
+			return nil, fmt.Errorf("kafka channel %s: subscription %s is already consumed with ordered=%v", c.topic, name, k.ordered)
+		}
+		return k, nil
+	}
+	k, err := newConsumer(c, name, ordered)
+	if err != nil {
+		return nil, err
+	}
+	c.consumers[name] = k
+	return k, nil
+}
+
+// forget drops k from the open consumers; called by k.Close.
+func (c *Channel) forget(k *consumer) {
+	c.mu.Lock()
+	if c.consumers[k.name] == k {
+		delete(c.consumers, k.name)
+	}
+	c.mu.Unlock()
+}
+
+// Remove closes the subscription's consumer if open and deletes its consumer group. Its
+// records stay in the topic (until retention removes them) and are not delivered.
+func (c *Channel) Remove(ctx context.Context, name string) error {
+	c.mu.Lock()
+	k := c.consumers[name]
+	c.mu.Unlock()
+	if k != nil {
+		_ = k.Close()
+	}
+	_, err := c.adm.DeleteGroup(ctx, c.group(name))
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("%w: kafka: deleting group %s: %v", channel.ErrUnavailable, c.group(name), err)
+	}
+	return nil
+}
+
+// Close closes every consumer (committing what they settled), waits for records being
+// produced, and releases the clients. Unsettled records stay in the topic.
+func (c *Channel) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	ks := make([]*consumer, 0, len(c.consumers))
+	for _, k := range c.consumers {
+		ks = append(ks, k)
+	}
+	c.mu.Unlock()
+	for _, k := range ks {
+		_ = k.Close()
+	}
+	close(c.stop)
+	if c.cfg.registerer != nil {
+		c.cfg.registerer.Unregister(c.met)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.cl.Flush(ctx); err != nil {
+		c.log.warn("close", "kafka: records still buffered at close", "topic", c.topic, "err", err)
+	}
+	c.cl.Close() // also ends the lag refresh's requests
+	c.wg.Wait()
+	return nil
+}

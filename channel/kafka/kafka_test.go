@@ -1,0 +1,450 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/kafka"
+	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// newChannel opens a channel on a topic of its own on the test cluster.
+func newChannel(t testing.TB, opts ...kafka.Option) (*kafka.Channel, []string) {
+	t.Helper()
+	brokers := kafkatest.Brokers(t)
+	prefix := fmt.Sprintf("test-%s-%d", strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), rand.Uint32())
+	opts = append([]kafka.Option{
+		kafka.SeedBrokers(brokers...), kafka.TopicPrefix(prefix), kafka.Partitions(4),
+		kafka.CommitInterval(100 * time.Millisecond), kafka.LagInterval(200 * time.Millisecond),
+	}, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := kafka.New(ctx, "ns/broker", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, brokers
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ev(id string, ext ...event.Extension) *event.Event {
+	return &event.Event{SpecVersion: "1.0", ID: id, Source: "/test", Type: "io.sluice.test", Extensions: ext, Data: []byte(`{"id":"` + id + `"}`)}
+}
+
+func publish(t testing.TB, c *kafka.Channel, subs []string, evs ...*event.Event) {
+	t.Helper()
+	envs := make([]channel.Envelope, len(evs))
+	for i, e := range evs {
+		envs[i] = channel.Envelope{Event: e, Subscriptions: subs}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Publish(ctx, envs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receive takes n messages from k, failing after a generous timeout.
+func receive(t testing.TB, k channel.Consumer, n int) []channel.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ms := make([]channel.Message, 0, n)
+	for len(ms) < n {
+		m, err := k.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d messages: %v", len(ms), n, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// receiveNone checks that k has nothing for d.
+func receiveNone(t testing.TB, k channel.Consumer, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if m, err := k.Receive(ctx); err == nil {
+		t.Fatalf("unexpected message %s", m.Event().ID)
+	}
+}
+
+func TestRoundTripPreservesEvents(t *testing.T) {
+	c, _ := newChannel(t)
+	k, err := c.Consume(testCtx(t), "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := make([]byte, 2048)
+	for i := range binary {
+		binary[i] = byte(i * 7)
+	}
+	want := map[string]*event.Event{
+		"full": {
+			SpecVersion: "1.0", ID: "full", Source: "urn:x:y", Type: "io.sluice.full",
+			DataContentType: "application/json; charset=utf-8", DataSchema: "https://example.com/s.json",
+			Subject: "ünïcode subject", Time: "2026-03-04T05:06:07.123456789Z",
+			Extensions: []event.Extension{{Name: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+				{Name: "partitionkey", Value: "k"}, {Name: "emptyext", Value: ""}, {Name: "num", Value: "42"}},
+			Data: []byte(`{"a":[1,2,3]}`),
+		},
+		"nodata": {SpecVersion: "1.0", ID: "nodata", Source: "/s", Type: "t"},
+		"binary": {SpecVersion: "1.0", ID: "binary", Source: "/s", Type: "t", DataContentType: "application/octet-stream", Data: binary},
+	}
+	publish(t, c, []string{"sub"}, want["full"], want["nodata"], want["binary"])
+	for _, m := range receive(t, k, len(want)) {
+		got := m.Event()
+		if w := want[got.ID]; !reflect.DeepEqual(got, w) {
+			t.Errorf("event %s:\n got %#v\nwant %#v", got.ID, got, w)
+		}
+		if err := m.Ack(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
+	c, brokers := newChannel(t)
+	k, err := c.Consume(testCtx(t), "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, per = 4, 40
+	var evs []*event.Event
+	for i := 0; i < per; i++ {
+		for j := 0; j < keys; j++ {
+			evs = append(evs, ev(fmt.Sprintf("%d-%d", j, i), event.Extension{Name: "partitionkey", Value: "key" + strconv.Itoa(j)}))
+		}
+	}
+	for i := 0; i < len(evs); i += 10 { // several Publish calls of 10 events
+		publish(t, c, []string{"sub"}, evs[i:i+10]...)
+	}
+	next := make([]int, keys)
+	for _, m := range receive(t, k, len(evs)) {
+		var j, i int
+		if _, err := fmt.Sscanf(m.Event().ID, "%d-%d", &j, &i); err != nil {
+			t.Fatal(err)
+		}
+		if i != next[j] {
+			t.Fatalf("key%d: got event %d, want %d (out of order)", j, i, next[j])
+		}
+		next[j]++
+		_ = m.Ack()
+	}
+
+	// The records themselves carry the key, as Kafka tools see them.
+	raw, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(c.Topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ctx := testCtx(t)
+	seen := 0
+	for seen < len(evs) {
+		fs := raw.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d raw records: %v", seen, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen++
+			var pk, id string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case "ce_partitionkey":
+					pk = string(h.Value)
+				case "ce_id":
+					id = string(h.Value)
+				}
+			}
+			if string(r.Key) != pk || pk == "" {
+				t.Errorf("record %s: key %q, ce_partitionkey %q", id, r.Key, pk)
+			}
+		})
+	}
+}
+
+func TestOrderedHandsOutOnePerPartition(t *testing.T) {
+	c, _ := newChannel(t, kafka.Partitions(1))
+	k, err := c.ConsumeOrdered(testCtx(t), "ordered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, []string{"ordered"}, ev("0"), ev("1"), ev("2"))
+	for i := 0; i < 3; i++ {
+		m := receive(t, k, 1)[0]
+		if m.Event().ID != strconv.Itoa(i) {
+			t.Fatalf("got %s, want %d", m.Event().ID, i)
+		}
+		if i < 2 {
+			receiveNone(t, k, 300*time.Millisecond) // the next waits for this one
+		}
+		_ = m.Ack()
+	}
+	if _, err := c.Consume(testCtx(t), "ordered"); err == nil {
+		t.Error("Consume of an ordered subscription succeeded")
+	}
+}
+
+func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
+	c, brokers := newChannel(t, kafka.Partitions(1))
+	ctx := testCtx(t)
+	k, err := c.Consume(ctx, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*event.Event
+	for i := 0; i < 10; i++ {
+		evs = append(evs, ev(strconv.Itoa(i)))
+	}
+	publish(t, c, []string{"sub"}, evs...)
+	acked := map[string]bool{"0": true, "1": true, "2": true, "4": true, "6": true, "7": true}
+	ms := receive(t, k, 10)
+	for _, i := range []int{7, 1, 4, 0, 6, 2} { // out of order
+		if err := ms[i].Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms[9].Release()
+	if err := k.Close(); err != nil { // commits what is settled
+		t.Fatal(err)
+	}
+
+	// Nothing unsettled is committed: the group's offset is the first unacked record.
+	adm := kadm.NewClient(mustClient(t, brokers))
+	offs, err := adm.FetchOffsets(ctx, c.Topic()+"/sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(c.Topic(), 0); !ok || o.At != 3 {
+		t.Fatalf("committed offset %+v, want 3", o)
+	}
+
+	k, err = c.Consume(ctx, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, m := range receive(t, k, 4) {
+		got[m.Event().ID] = true
+		_ = m.Ack()
+	}
+	receiveNone(t, k, time.Second)
+	for i := 0; i < 10; i++ {
+		id := strconv.Itoa(i)
+		if got[id] == acked[id] {
+			t.Errorf("event %s: acked %v, redelivered %v", id, acked[id], got[id])
+		}
+	}
+}
+
+func mustClient(t testing.TB, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func TestRoutingKeepsSubscriptionsApart(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := testCtx(t)
+	a, err := c.Consume(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Consume(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, []string{"a"}, ev("a1"), ev("a2"))
+	publish(t, c, []string{"b"}, ev("b1"))
+	publish(t, c, []string{"a", "b"}, ev("ab"))
+	publish(t, c, nil, ev("none")) // routed nowhere: not stored
+	check := func(k channel.Consumer, want ...string) {
+		t.Helper()
+		var got []string
+		for _, m := range receive(t, k, len(want)) {
+			got = append(got, m.Event().ID)
+			_ = m.Ack()
+		}
+		receiveNone(t, k, 500*time.Millisecond)
+		if strings.Join(sorted(got), ",") != strings.Join(sorted(want), ",") {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	check(a, "a1", "a2", "ab")
+	check(b, "b1", "ab")
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func TestLenReportsLag(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c, _ := newChannel(t, kafka.Registerer(reg))
+	k, err := c.Consume(testCtx(t), "lagging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*event.Event
+	for i := 0; i < 20; i++ {
+		evs = append(evs, ev(strconv.Itoa(i)))
+	}
+	publish(t, c, []string{"lagging"}, evs...)
+	waitFor(t, "Len() == 20", func() bool { return k.Len() == 20 })
+	if v := gauge(t, reg, "sluice_kafka_consumer_lag"); v != 20 {
+		t.Errorf("lag metric %v, want 20", v)
+	}
+	if v := gauge(t, reg, "sluice_kafka_published_records_total"); v != 20 {
+		t.Errorf("published metric %v, want 20", v)
+	}
+	for _, m := range receive(t, k, 20) {
+		_ = m.Ack()
+	}
+	waitFor(t, "Len() == 0", func() bool { return k.Len() == 0 })
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		if g := m.GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return m.GetCounter().GetValue()
+	}
+	t.Fatalf("metric %s not gathered", name)
+	return 0
+}
+
+// refusedAddr is an address nothing listens on.
+func refusedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// blackHoleAddr accepts connections and never answers, like a hung broker.
+func blackHoleAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	return l.Addr().String()
+}
+
+func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
+	tests := []struct {
+		name string
+		addr func(*testing.T) string
+	}{
+		{"connection refused", refusedAddr},
+		{"broker hangs", blackHoleAddr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := tt.addr(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			start := time.Now()
+			c, err := kafka.New(ctx, "ns/down", kafka.SeedBrokers(addr))
+			if err != nil {
+				t.Fatalf("New must not fail on an unreachable cluster: %v", err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("New took %v with a 1s context", d)
+			}
+			k, err := c.Consume(context.Background(), "sub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, deadline := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				start := time.Now()
+				err := c.Publish(ctx, []channel.Envelope{{Event: ev("x"), Subscriptions: []string{"sub"}}})
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, channel.ErrUnavailable) {
+					t.Fatalf("Publish error %v, want ErrUnavailable", err)
+				}
+				if took > deadline+time.Second {
+					t.Errorf("Publish with a %v deadline took %v", deadline, took)
+				}
+				t.Logf("deadline %v: %v after %v", deadline, err, took)
+			}
+			receiveNone(t, k, 200*time.Millisecond)
+			done := make(chan struct{})
+			go func() { _ = c.Close(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Close hangs on an unreachable cluster")
+			}
+		})
+	}
+}
