@@ -39,6 +39,8 @@ type Channel interface {
 	// backend: acknowledged by it); on error none of them may be considered stored and the
 	// caller rejects the request. Publish must not block for long: a full channel returns
 	// ErrFull at once, a slow backend an error wrapping ErrUnavailable when ctx ends.
+	// Publish must not retain envs or their Subscriptions slices after it returns (the
+	// caller reuses them); the events themselves are kept and never modified.
 	Publish(ctx context.Context, envs []Envelope) error
 
 	// Consume opens the subscription called name (creating it if new) and returns its

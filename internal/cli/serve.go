@@ -1,18 +1,197 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-broker/sluice/broker"
+	"github.com/sluice-broker/sluice/config"
 )
 
-// newServeCmd is a placeholder until the serve subcommand lands.
+// serveFlags are the flags of `sluice serve`.
+type serveFlags struct {
+	config          string
+	addr            string
+	maxEventBytes   byteSize
+	memoryLimit     byteSize
+	shutdownTimeout time.Duration
+	publishTimeout  time.Duration
+	maxInFlight     int
+	reloadInterval  time.Duration
+	logLevel        string
+	logFormat       string
+	channels        channelFlags
+}
+
 func newServeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "(serve is being built)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("serve: not built yet")
-		},
+	f := serveFlags{
+		maxEventBytes: broker.DefaultMaxEventBytes,
+		memoryLimit:   broker.DefaultMemoryLimit,
 	}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the broker",
+		Long: `Run the broker: accept CloudEvents at POST /<namespace>/<broker> and deliver each one
+to every trigger whose filter matches.
+
+With no --config it serves one broker, default/default, on the memory channel with no
+triggers. The config file (or directory of *.yaml files) holds Knative Broker, Trigger,
+Channel and Subscription manifests; it is watched and reloaded without dropping events.`,
+		Example: `  sluice serve --config examples/demo.yaml
+  curl -i http://127.0.0.1:8080/default/default -H 'ce-specversion: 1.0' -H 'ce-id: 1' \
+       -H 'ce-source: /cli' -H 'ce-type: io.triggermesh.perf.drill' -d '{"hello":"world"}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "Knative manifests: a YAML file or a directory of them (watched)")
+	fl.StringVar(&f.addr, "addr", ":8080", "address to listen on")
+	fl.Var(&f.maxEventBytes, "max-event-bytes", "largest request body accepted; larger ones get 413")
+	fl.Var(&f.memoryLimit, "memory-limit", "bytes all memory channels may hold together; when full, ingress answers 429")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
+	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", broker.DefaultMaxInFlight, "concurrent deliveries per trigger")
+	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	f.channels.register(fl)
+	return cmd
+}
+
+func newLogger(w *os.File, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
+	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	cfg := config.Default()
+	if f.config != "" {
+		if cfg, err = config.Load(f.config); err != nil {
+			return err
+		}
+	}
+	// Let the GC work harder before the heap outgrows what the queues may hold, unless
+	// the user set GOMEMLIMIT: queued bytes, their garbage, and room for the rest.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(2*int64(f.memoryLimit) + 64<<20)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	factory, closeChannels, err := f.channels.open(ctx, log, reg)
+	if err != nil {
+		return err
+	}
+	defer closeChannels()
+	srv := broker.NewServer(
+		broker.WithLogger(log),
+		broker.WithRegisterer(reg),
+		broker.WithMaxEventBytes(int64(f.maxEventBytes)),
+		broker.WithMemoryLimit(int64(f.memoryLimit)),
+		broker.WithShutdownTimeout(f.shutdownTimeout),
+		broker.WithPublishTimeout(f.publishTimeout),
+		broker.WithMaxInFlight(f.maxInFlight),
+		broker.WithDefaultChannel(f.channels.defaultChannel),
+		broker.WithChannelFactory(factory),
+	)
+	if err := srv.Apply(ctx, cfg); err != nil {
+		srv.Shutdown(ctx)
+		return fmt.Errorf("starting brokers: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/", srv.Handler())
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		srv.Shutdown(ctx)
+		return fmt.Errorf("listening on %s: %w", f.addr, err)
+	}
+	printIngestURLs(cmd, ln.Addr().String(), cfg)
+	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
+
+	if f.config != "" {
+		go config.Watch(ctx, f.config, f.reloadInterval, func(c *config.Config) {
+			if err := srv.Apply(ctx, c); err != nil {
+				log.Error("config reloaded with errors", "err", err)
+				return
+			}
+			log.Info("config reloaded", "brokers", len(c.Brokers))
+		}, func(err error) {
+			log.Error("config change rejected; keeping the running config", "err", err)
+		})
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		srv.Shutdown(context.Background())
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down: refusing new events, delivering queued ones", "timeout", f.shutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	left := srv.Shutdown(dctx)
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	if err := hs.Shutdown(hctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("closing connections", "err", err)
+	}
+	if left > 0 {
+		log.Error("shut down with events undelivered", "undelivered", left)
+	} else {
+		log.Info("shut down; every queued event was delivered")
+	}
+	return nil
+}
+
+// printIngestURLs tells the user where to send events.
+func printIngestURLs(cmd *cobra.Command, addr string, cfg *config.Config) {
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "127.0.0.1"
+	}
+	base := "http://" + net.JoinHostPort(host, port)
+	var b strings.Builder
+	for _, bc := range cfg.Brokers {
+		fmt.Fprintf(&b, "ingest: %s/%s\n", base, bc.Key())
+	}
+	fmt.Fprint(cmd.OutOrStdout(), b.String())
 }

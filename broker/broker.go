@@ -1,0 +1,259 @@
+// Package broker is Sluice's data plane above the channels: the HTTP ingress that
+// validates, routes and stores events, and the runtime that keeps one dispatcher per
+// trigger in step with the configuration as it is reloaded.
+//
+// Events flow one way: ingress → channel → dispatcher → subscriber; replies come back
+// through the same routing path (Broker.ingest).
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/filter"
+)
+
+// Broker is one addressable broker or channel (`/<namespace>/<name>`): its channel, the
+// routing index of its triggers and their dispatchers. Ingress and replies may use it
+// concurrently with a reload.
+type Broker struct {
+	key     string
+	cfg     config.Broker
+	isKnBr  bool // a Broker (TTL applies), not a Channel
+	ch      channel.Channel
+	index   atomic.Pointer[filter.Index]
+	log     *slog.Logger
+	srv     *Server
+	pubWait time.Duration
+
+	mu       sync.Mutex
+	triggers map[string]*trigger
+}
+
+// trigger is one running subscription: its consumer and dispatcher.
+type trigger struct {
+	key        string
+	cfg        config.Trigger
+	consumer   channel.Consumer
+	dispatcher *delivery.Dispatcher
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// routeBuffers pools the routing scratch space of ingest.
+var routeBuffers = sync.Pool{New: func() any { b := make([]string, 0, 16); return &b }}
+
+// ingest routes evs to the triggers whose filters match and stores them in the broker's
+// channel. It returns nil when every event is stored (or matched nothing); errors wrap
+// channel.ErrFull, channel.ErrUnavailable or channel.ErrClosed. unmatched counts the
+// events that matched no trigger.
+func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int, err error) {
+	idx := b.index.Load()
+	bufp := routeBuffers.Get().(*[]string)
+	routes := (*bufp)[:0]
+	envs := make([]channel.Envelope, len(evs))
+	ends := make([]int, len(evs))
+	for i, e := range evs {
+		routes = idx.Route(e, routes)
+		ends[i] = len(routes)
+	}
+	start := 0
+	for i, e := range evs {
+		envs[i] = channel.Envelope{Event: e, Subscriptions: routes[start:ends[i]:ends[i]]}
+		if ends[i] == start {
+			unmatched++
+		}
+		start = ends[i]
+	}
+	if b.pubWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
+		defer cancel()
+	}
+	err = b.ch.Publish(ctx, envs)
+	clear(routes)
+	*bufp = routes[:0]
+	routeBuffers.Put(bufp)
+	return unmatched, err
+}
+
+// reply is the delivery.Replier of the broker's triggers: a reply re-enters through the
+// same routing path as an ingested event. The dispatcher has already applied the TTL.
+func (b *Broker) reply(ctx context.Context, e *event.Event) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("reply %s: %w", e.ID, err)
+	}
+	_, err := b.ingest(ctx, []*event.Event{e})
+	return err
+}
+
+// stampTTL sets the loop-guard extension on an event that enters from outside and
+// rejects one whose TTL is spent.
+func stampTTL(e *event.Event) error {
+	v, ok := e.Get(delivery.ExtTTL)
+	if !ok {
+		e.Set(delivery.ExtTTL, strconv.Itoa(delivery.DefaultTTL))
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return &event.ValidationError{Attribute: delivery.ExtTTL, Reason: fmt.Sprintf("%q is not an integer", v)}
+	}
+	if n <= 0 {
+		return &event.ValidationError{Attribute: delivery.ExtTTL, Reason: "TTL exhausted; the event is looping"}
+	}
+	return nil
+}
+
+// triggerList returns the running triggers sorted by key.
+func (b *Broker) triggerList() []*trigger {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ts := make([]*trigger, 0, len(b.triggers))
+	for _, t := range b.triggers {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].key < ts[j].key })
+	return ts
+}
+
+// subscription names a trigger's queue in the channel. Triggers of one broker share its
+// namespace, but Subscriptions and Triggers are keyed by kind to keep them apart.
+func subscriptionName(t config.Trigger) string { return t.Key() }
+
+// apply brings the broker's triggers in line with cfg: new ones start, changed ones are
+// updated in place, removed ones are drained in the background. The routing index is
+// swapped only after every new trigger's queue exists, and before removed ones go, so no
+// routed event finds no queue.
+func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg = cfg
+	want := make(map[string]config.Trigger, len(cfg.Triggers))
+	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
+	var errs []error
+	for _, tc := range cfg.Triggers {
+		name := subscriptionName(tc)
+		want[name] = tc
+		if t, ok := b.triggers[name]; ok {
+			if !t.cfg.Equal(tc) {
+				t.cfg = tc
+				t.dispatcher.Update(b.target(tc))
+				b.log.Info("trigger updated", "broker", b.key, "trigger", name)
+			}
+		} else {
+			t, err := b.startTrigger(ctx, tc)
+			if err != nil {
+				errs = append(errs, err)
+				delete(want, name)
+				continue
+			}
+			b.triggers[name] = t
+			b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", tc.Subscriber)
+		}
+		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
+	}
+	b.index.Store(filter.NewIndex(entries))
+	for name, t := range b.triggers {
+		if _, ok := want[name]; !ok {
+			delete(b.triggers, name)
+			go b.retire(t)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) target(tc config.Trigger) delivery.Target {
+	d := tc.Delivery
+	policy := delivery.Policy{
+		Retry: d.Retry, Delay: d.BackoffDelay, Timeout: d.Timeout,
+		RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
+		Backoff: delivery.Exponential,
+	}
+	if d.BackoffPolicy == "linear" {
+		policy.Backoff = delivery.Linear
+	}
+	return delivery.Target{
+		Name: tc.Key(), URL: tc.Subscriber, ReplyURL: tc.Reply, Policy: policy,
+		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight,
+	}
+}
+
+func (b *Broker) startTrigger(ctx context.Context, tc config.Trigger) (*trigger, error) {
+	name := subscriptionName(tc)
+	cons, err := b.ch.Consume(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
+	}
+	opts := []delivery.Option{
+		delivery.WithClient(b.srv.client),
+		delivery.WithLogger(b.log.With("broker", b.key, "trigger", name)),
+		delivery.WithMetrics(b.srv.deliveryMetrics),
+	}
+	if b.isKnBr {
+		opts = append(opts, delivery.WithReplier(b.reply))
+	}
+	d := delivery.NewDispatcher(cons, b.target(tc), opts...)
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := &trigger{key: name, cfg: tc, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {
+			b.log.Error("dispatcher stopped", "trigger", name, "err", err)
+		}
+	}()
+	return t, nil
+}
+
+// retire drains a removed trigger's queue to its subscriber for up to the shutdown
+// timeout, then deletes the queue, logging what was left undelivered.
+func (b *Broker) retire(t *trigger) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.srv.opts.shutdownTimeout)
+	defer cancel()
+	left := t.dispatcher.Drain(ctx)
+	t.cancel()
+	<-t.done
+	if err := b.ch.Remove(ctx, t.key); err != nil {
+		b.log.Error("trigger removed with events left", "trigger", t.key, "err", err)
+	}
+	b.srv.deliveryMetrics.Forget(t.key)
+	if left > 0 {
+		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
+	} else {
+		b.log.Info("trigger removed", "trigger", t.key)
+	}
+}
+
+// drain delivers what is queued for every trigger until ctx ends, then stops them and
+// closes the channel. It returns how many events were left undelivered.
+func (b *Broker) drain(ctx context.Context) int {
+	ts := b.triggerList()
+	var left atomic.Int64
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := t.dispatcher.Drain(ctx)
+			t.cancel()
+			<-t.done
+			left.Add(int64(n))
+		}()
+	}
+	wg.Wait()
+	if err := b.ch.Close(); err != nil {
+		b.log.Error("closing channel", "broker", b.key, "err", err)
+	}
+	return int(left.Load())
+}

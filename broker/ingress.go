@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// Handler returns the HTTP handler of the ingress and the health probes:
+//
+//	POST /<namespace>/<broker>  ingest (202, 400, 404, 405, 413, 415, 429, 503)
+//	GET  /healthz               200 while the process runs
+//	GET  /readyz                200 once configured, 503 while shutting down
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
+// rates Sluice runs, so clients come back soon.
+const retryAfterFull = "1"
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	case "/readyz":
+		if !s.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+		return
+	}
+	key := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	b := s.lookup(key)
+	if b == nil {
+		s.metrics.rejected.WithLabelValues("", "unknown_broker").Inc()
+		http.Error(w, "no broker or channel at /"+key, http.StatusNotFound)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodOptions:
+		w.Header().Set("Allow", "POST, OPTIONS")
+		w.WriteHeader(http.StatusOK)
+		return
+	default:
+		s.metrics.rejected.WithLabelValues(b.key, "method").Inc()
+		w.Header().Set("Allow", "POST, OPTIONS")
+		http.Error(w, r.Method+" is not allowed; POST events here", http.StatusMethodNotAllowed)
+		return
+	}
+	if s.draining.Load() {
+		s.rejectShuttingDown(w, b)
+		return
+	}
+	start := time.Now()
+	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
+	if err != nil {
+		status, reason := http.StatusBadRequest, "invalid"
+		var he *event.HTTPError
+		if errors.As(err, &he) {
+			status = he.Status
+		}
+		switch status {
+		case http.StatusRequestEntityTooLarge:
+			reason = "too_large"
+		case http.StatusUnsupportedMediaType:
+			reason = "unsupported_media_type"
+		}
+		s.metrics.rejected.WithLabelValues(b.key, reason).Inc()
+		http.Error(w, oneLine(err.Error()), status)
+		return
+	}
+	s.metrics.received.WithLabelValues(b.key).Add(float64(len(evs)))
+	if b.isKnBr {
+		for _, e := range evs {
+			if err := stampTTL(e); err != nil {
+				s.metrics.rejected.WithLabelValues(b.key, "ttl").Inc()
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+	}
+	// Hold the ingest lock while storing, so Shutdown starts draining only after every
+	// request that passed this check has stored its events or failed.
+	s.ingestMu.RLock()
+	if s.draining.Load() {
+		s.ingestMu.RUnlock()
+		s.rejectShuttingDown(w, b)
+		return
+	}
+	unmatched, err := b.ingest(r.Context(), evs)
+	s.ingestMu.RUnlock()
+	if err != nil {
+		switch {
+		case errors.Is(err, channel.ErrFull):
+			s.metrics.rejected.WithLabelValues(b.key, "full").Inc()
+			w.Header().Set("Retry-After", retryAfterFull)
+			http.Error(w, oneLine(err.Error()), http.StatusTooManyRequests)
+		default:
+			s.metrics.rejected.WithLabelValues(b.key, "unavailable").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "cannot store events: "+oneLine(err.Error()), http.StatusServiceUnavailable)
+		}
+		return
+	}
+	s.metrics.accepted.WithLabelValues(b.key).Add(float64(len(evs)))
+	if unmatched > 0 {
+		s.metrics.unmatched.WithLabelValues(b.key).Add(float64(unmatched))
+	}
+	s.metrics.latency.WithLabelValues(b.key).Observe(time.Since(start).Seconds())
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// oneLine keeps an error reason to one line for the response body.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
+
+func (s *Server) rejectShuttingDown(w http.ResponseWriter, b *Broker) {
+	s.metrics.rejected.WithLabelValues(b.key, "shutting_down").Inc()
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "shutting down", http.StatusServiceUnavailable)
+}

@@ -1,0 +1,79 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the ingress's Prometheus metrics. Queue depth and bytes are read at scrape
+// time by the Server's collector.
+type Metrics struct {
+	received  *prometheus.CounterVec
+	accepted  *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
+	unmatched *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+}
+
+// NewMetrics creates the ingress metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "events_received_total",
+			Help: "Events received by ingress, per broker, before validation.",
+		}, []string{"broker"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "events_accepted_total",
+			Help: "Events answered 202 (stored in the broker's channel), per broker.",
+		}, []string{"broker"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "requests_rejected_total",
+			Help: "Ingress requests rejected, per broker and reason (invalid, too_large, unsupported_media_type, method, unknown_broker, full, unavailable, shutting_down, ttl).",
+		}, []string{"broker", "reason"}),
+		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "events_unmatched_total",
+			Help: "Accepted events that matched no trigger, per broker.",
+		}, []string{"broker"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Name: "ingress_duration_seconds",
+			Help:    "Time to parse, route and store a request's events, per broker.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"broker"}),
+	}
+	reg.MustRegister(m.received, m.accepted, m.rejected, m.unmatched, m.latency)
+	return m
+}
+
+// queueCollector reports each trigger's queue depth and the memory budget at scrape time.
+type queueCollector struct {
+	s          *Server
+	depth      *prometheus.Desc
+	bytes      *prometheus.Desc
+	bytesLimit *prometheus.Desc
+}
+
+func newQueueCollector(s *Server) *queueCollector {
+	return &queueCollector{
+		s: s,
+		depth: prometheus.NewDesc("sluice_queue_depth", "Events waiting for delivery, per trigger (consumer lag on durable channels).",
+			[]string{"broker", "trigger"}, nil),
+		bytes: prometheus.NewDesc("sluice_queue_bytes", "Bytes of events held by memory channels.", nil, nil),
+		bytesLimit: prometheus.NewDesc("sluice_queue_bytes_limit", "The memory channels' byte budget (--memory-limit).",
+			nil, nil),
+	}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.bytes
+	ch <- c.bytesLimit
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.s.snapshot() {
+		for _, t := range b.triggerList() {
+			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(t.consumer.Len()), b.key, t.key)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(c.s.budget.Used()))
+	ch <- prometheus.MustNewConstMetric(c.bytesLimit, prometheus.GaugeValue, float64(c.s.budget.Limit()))
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-broker/sluice/broker"
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/config"
+)
+
+// channelFlags choose and reach the channel backends of `sluice serve`.
+type channelFlags struct {
+	defaultChannel string
+	dataDir        string
+	natsURL        string
+	kafkaBrokers   string
+}
+
+func (c *channelFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&c.defaultChannel, "channel", "memory", "channel of brokers without a sluice.dev/channel annotation: memory, jetstream or kafka")
+	fl.StringVar(&c.dataDir, "data-dir", "", "directory of the embedded JetStream server's files (jetstream channel)")
+	fl.StringVar(&c.natsURL, "nats-url", "", "use this external NATS cluster for the jetstream channel instead of the embedded server")
+	fl.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
+}
+
+// open prepares the durable backends the flags ask for and returns the factory that
+// opens one broker's channel on them, and a function that closes them after the brokers.
+func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (broker.ChannelFactory, func(), error) {
+	switch c.defaultChannel {
+	case "memory", "jetstream", "kafka":
+	default:
+		return nil, nil, fmt.Errorf("--channel %q: want memory, jetstream or kafka", c.defaultChannel)
+	}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	// Durable backends are wired here: each case prepares its connection once and adds
+	// a closer; the factory below opens one channel per broker on it.
+	factory := func(ctx context.Context, backend string, b config.Broker) (channel.Channel, error) {
+		switch backend {
+		case "jetstream":
+			return nil, fmt.Errorf("broker %s: the jetstream channel is not built into this server yet", b.Key())
+		case "kafka":
+			return nil, fmt.Errorf("broker %s: the kafka channel is not built into this server yet", b.Key())
+		}
+		return nil, fmt.Errorf("broker %s: unknown channel backend %q (want memory, jetstream or kafka)", b.Key(), backend)
+	}
+	return factory, closeAll, nil
+}
