@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/kafka"
 	"github.com/sluice-broker/sluice/config"
 )
 
@@ -49,7 +51,11 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 		case "jetstream":
 			return nil, fmt.Errorf("broker %s: the jetstream channel is not built into this server yet", b.Key())
 		case "kafka":
-			return nil, fmt.Errorf("broker %s: the kafka channel is not built into this server yet", b.Key())
+			if c.kafkaBrokers == "" {
+				return nil, fmt.Errorf("broker %s: the kafka channel needs --kafka-brokers host:port,...", b.Key())
+			}
+			return kafka.New(ctx, b.Key(), kafka.SeedBrokers(strings.Split(c.kafkaBrokers, ",")...),
+				kafka.Logger(log.With("channel", "kafka", "broker", b.Key())), kafka.Registerer(reg))
 		}
 		return nil, fmt.Errorf("broker %s: unknown channel backend %q (want memory, jetstream or kafka)", b.Key(), backend)
 	}
