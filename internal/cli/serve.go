@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -33,6 +34,7 @@ type serveFlags struct {
 	reloadInterval  time.Duration
 	logLevel        string
 	logFormat       string
+	pprof           bool
 	channels        channelFlags
 }
 
@@ -67,6 +69,7 @@ Channel and Subscription manifests; it is watched and reloaded without dropping 
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.register(fl)
 	return cmd
 }
@@ -128,6 +131,12 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if f.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/", srv.Handler())
 	hs := &http.Server{
 		Handler:           mux,
