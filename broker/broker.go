@@ -198,7 +198,7 @@ func (b *Broker) startTrigger(ctx context.Context, tc config.Trigger) (*trigger,
 	}
 	opts := []delivery.Option{
 		delivery.WithClient(b.srv.client),
-		delivery.WithLogger(b.log.With("broker", b.key, "trigger", name)),
+		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
 	}
 	if b.isKnBr {
