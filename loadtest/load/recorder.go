@@ -37,10 +37,9 @@ type recorder struct {
 }
 
 type stepAcc struct {
-	hist          *hdrhistogram.Histogram
-	requests, ok  uint64
-	first, last   time.Time
-	intendedCount uint64
+	hist         *hdrhistogram.Histogram
+	requests, ok uint64
+	first, last  time.Time
 }
 
 func newRecorder(stepEnd []time.Duration, eventsPerReq int, trackAccepted bool) *recorder {

@@ -238,6 +238,11 @@ type Warmup struct {
 // Warmup satisfies the Pacer interface.
 var _ Pacer = Warmup{}
 
+// String describes the pacer, e.g. "Warmup{1000/s for 10s}+Steps{…}".
+func (w Warmup) String() string {
+	return fmt.Sprintf("Warmup{%g/s for %s}+%v", w.Rate, w.Duration, w.Next)
+}
+
 // Hits returns W, the number of warm-up hits.
 func (w Warmup) Hits() uint64 { return stepHits(Step{Rate: w.Rate, Duration: w.Duration}) }
 
