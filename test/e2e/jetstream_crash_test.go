@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestJetStreamCrash runs the real binary on the jetstream channel under a steady load,
+// kills it with SIGKILL mid-load, restarts it on the same data directory and checks that
+// every event that got a 202 reaches the subscriber (duplicates allowed, counted). The
+// subscriber fails every delivery before the kill, so all events accepted before it must
+// survive the crash in the data directory.
+func TestJetStreamCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: 12s of load, up to 75s more for redeliveries")
+	}
+	const (
+		rate  = 2000            // events per second
+		phase = 6 * time.Second // load before the kill, and again after the restart
+	)
+	var restarted atomic.Bool
+	// The receiver counts deliveries per ce-id.
+	var rmu sync.Mutex
+	got := map[int]int{}
+	var afterRestart []int // ids first delivered after the restart
+	// Until the restart it answers 503, so that every event accepted before the kill is
+	// still stored (held by the dispatcher for retries, or waiting in the stream) when the
+	// process dies.
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !restarted.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		id, err := strconv.Atoi(r.Header.Get("ce-id"))
+		if err != nil {
+			http.Error(w, "bad ce-id", http.StatusBadRequest)
+			return
+		}
+		rmu.Lock()
+		got[id]++
+		if got[id] == 1 && restarted.Load() {
+			afterRestart = append(afterRestart, id)
+		}
+		rmu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer recv.Close()
+
+	dataDir := t.TempDir()
+	cfg := writeConfig(t, brokerYAML("{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}",
+		[3]string{"crash", "", recv.URL}))
+	args := []string{"--config", cfg, "--channel", "jetstream", "--data-dir", dataDir}
+
+	data := bytes.Repeat([]byte("x"), 2048)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
+	var (
+		amu      sync.Mutex
+		accepted = map[int]bool{}
+		nextID   atomic.Int64
+		sent     atomic.Int64
+		failed   atomic.Int64
+	)
+	// load posts rate events/s to url for d, from a pool of workers fed by a ticker.
+	load := func(url string, d time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		ids := make(chan int, rate)
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for id := range ids {
+					req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(data))
+					for k, v := range ceHeaders(strconv.Itoa(id), "io.sluice.crash") {
+						req.Header.Set(k, v)
+					}
+					resp, err := client.Do(req)
+					sent.Add(1)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusAccepted {
+						amu.Lock()
+						accepted[id] = true
+						amu.Unlock()
+					} else {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+		tick := time.NewTicker(time.Second / 100) // 100 ticks/s, rate/100 events each
+		defer tick.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				for range rate / 100 {
+					select {
+					case ids <- int(nextID.Add(1)):
+					default: // workers saturated: count it as not sent rather than queue
+					}
+				}
+			}
+		}
+		close(ids)
+		wg.Wait()
+	}
+
+	b := startBroker(t, args...)
+	ingest := b.base + "/default/default"
+	killed := make(chan struct{})
+	go func() {
+		time.Sleep(phase * 3 / 5)
+		b.cmd.Process.Kill() // SIGKILL mid-load
+		<-b.exited
+		close(killed)
+	}()
+	load(ingest, phase)
+	<-killed
+	phase1IDs := int(nextID.Load())
+	amu.Lock()
+	before := len(accepted)
+	amu.Unlock()
+	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill)", sent.Load(), before, failed.Load())
+	if before < rate {
+		t.Fatalf("only %d events accepted before the kill", before)
+	}
+
+	restarted.Store(true)
+	b2 := startBroker(t, args...)
+	load(b2.base+"/default/default", phase)
+	amu.Lock()
+	total := len(accepted)
+	amu.Unlock()
+	t.Logf("in all: %d sent, %d accepted, %d failed", sent.Load(), total, failed.Load())
+	if sent.Load() < 20000 {
+		t.Fatalf("load generator sent only %d events", sent.Load())
+	}
+
+	// Messages held by the killed process come back after the 30s ack wait.
+	deadline := time.Now().Add(75 * time.Second)
+	for {
+		missing, dups := 0, 0
+		rmu.Lock()
+		amu.Lock()
+		for id := range accepted {
+			if got[id] == 0 {
+				missing++
+			}
+		}
+		for _, n := range got {
+			if n > 1 {
+				dups += n - 1
+			}
+		}
+		recovered := 0
+		for _, id := range afterRestart {
+			if id <= phase1IDs && accepted[id] {
+				recovered++ // accepted before the kill, first delivered after the restart
+			}
+		}
+		amu.Unlock()
+		rmu.Unlock()
+		if missing == 0 {
+			if recovered != before {
+				t.Fatalf("%d events accepted before the kill, %d first delivered after the restart", before, recovered)
+			}
+			t.Logf("all %d accepted events delivered; %d duplicates; %d accepted before the kill were first delivered after the restart",
+				total, dups, recovered)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d accepted events never delivered (%d duplicates)", missing, total, dups)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
