@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/jetstream"
 	"github.com/sluice-broker/sluice/channel/kafka"
 	"github.com/sluice-broker/sluice/config"
 )
@@ -46,10 +48,31 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 	}
 	// Durable backends are wired here: each case prepares its connection once and adds
 	// a closer; the factory below opens one channel per broker on it.
+	var js *jetstream.Backend // one NATS connection for every jetstream broker
+	if c.dataDir != "" || c.natsURL != "" {
+		var err error
+		js, err = jetstream.OpenBackend(ctx, jetstream.BackendConfig{
+			DataDir: c.dataDir, URL: c.natsURL, Logger: log,
+			Channel: []jetstream.Option{jetstream.WithRegisterer(reg)},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := js.Close(ctx); err != nil {
+				log.Error("closing the jetstream backend", "err", err)
+			}
+		})
+	}
 	factory := func(ctx context.Context, backend string, b config.Broker) (channel.Channel, error) {
 		switch backend {
 		case "jetstream":
-			return nil, fmt.Errorf("broker %s: the jetstream channel is not built into this server yet", b.Key())
+			if js == nil {
+				return nil, fmt.Errorf("broker %s: the jetstream channel needs --data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)", b.Key())
+			}
+			return js.New(ctx, b.Key())
 		case "kafka":
 			if c.kafkaBrokers == "" {
 				return nil, fmt.Errorf("broker %s: the kafka channel needs --kafka-brokers host:port,...", b.Key())
