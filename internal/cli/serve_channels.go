@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -70,7 +71,7 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 		switch backend {
 		case "jetstream":
 			if js == nil {
-				return nil, fmt.Errorf("broker %s: the jetstream channel needs --data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)", b.Key())
+				return nil, errors.New("the jetstream channel needs --data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)")
 			}
 			return js.New(ctx, b.Key())
 		case "kafka":
