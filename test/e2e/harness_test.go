@@ -308,16 +308,21 @@ func ceHeaders(id, typ string) map[string]string {
 	}
 }
 
-// triggerYAML is a broker default/default (memory) with one trigger per subscriber URL,
-// each filtering on type.
+// brokerYAML is a broker default/default with one trigger per {name, type filter,
+// subscriber URL}; an empty type matches every event.
 func brokerYAML(delivery string, triggers ...[3]string) string {
+	return brokerYAMLIn("default", delivery, triggers...)
+}
+
+// brokerYAMLIn is brokerYAML for a broker named default in namespace ns.
+func brokerYAMLIn(ns, delivery string, triggers ...[3]string) string {
 	var b strings.Builder
-	b.WriteString("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default, namespace: default}\n")
+	fmt.Fprintf(&b, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default, namespace: %s}\n", ns)
 	if delivery != "" {
 		b.WriteString("spec:\n  delivery: " + delivery + "\n")
 	}
 	for _, tr := range triggers {
-		fmt.Fprintf(&b, "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: default}\nspec:\n  broker: default\n", tr[0])
+		fmt.Fprintf(&b, "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: %s}\nspec:\n  broker: default\n", tr[0], ns)
 		if tr[1] != "" {
 			fmt.Fprintf(&b, "  filter: {attributes: {type: %s}}\n", tr[1])
 		}

@@ -3,21 +3,41 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 )
 
-// TestJetStreamCrash runs the real binary on the jetstream channel under a steady load,
-// kills it with SIGKILL mid-load, restarts it on the same data directory and checks that
-// every event that got a 202 reaches the subscriber (duplicates allowed, counted). The
-// subscriber fails every delivery before the kill, so all events accepted before it must
-// survive the crash in the data directory.
+// TestJetStreamCrash: kill -9 and restart on the embedded JetStream channel, same data
+// directory; every event that got 202 is delivered.
 func TestJetStreamCrash(t *testing.T) {
+	dataDir := t.TempDir()
+	runCrashTest(t, "default", "--channel", "jetstream", "--data-dir", dataDir)
+}
+
+// TestKafkaCrash: kill -9 and restart on the Kafka channel (real Kafka from
+// scripts/kafka.sh); every event that got 202 is delivered. Each run uses a namespace of
+// its own, so its topic and consumer groups are new.
+func TestKafkaCrash(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	ns := fmt.Sprintf("crash%d", time.Now().UnixNano())
+	runCrashTest(t, ns, "--channel", "kafka", "--kafka-brokers", strings.Join(brokers, ","))
+}
+
+// runCrashTest runs the real binary with args under a steady load, kills it with SIGKILL
+// mid-load, restarts it with the same args and checks that every event that got a 202
+// reaches the subscriber (duplicates allowed, counted). The subscriber fails every
+// delivery before the kill, so all events accepted before it must survive the crash in
+// the durable channel.
+func runCrashTest(t *testing.T, namespace string, args ...string) {
 	if testing.Short() {
 		t.Skip("crash test: 12s of load, up to 75s more for redeliveries")
 	}
@@ -53,10 +73,10 @@ func TestJetStreamCrash(t *testing.T) {
 	}))
 	defer recv.Close()
 
-	dataDir := t.TempDir()
-	cfg := writeConfig(t, brokerYAML("{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}",
+	cfg := writeConfig(t, brokerYAMLIn(namespace, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}",
 		[3]string{"crash", "", recv.URL}))
-	args := []string{"--config", cfg, "--channel", "jetstream", "--data-dir", dataDir}
+	args = append([]string{"--config", cfg}, args...)
+	path := "/" + namespace + "/default"
 
 	data := bytes.Repeat([]byte("x"), 2048)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
@@ -118,7 +138,7 @@ func TestJetStreamCrash(t *testing.T) {
 	}
 
 	b := startBroker(t, args...)
-	ingest := b.base + "/default/default"
+	ingest := b.base + path
 	killed := make(chan struct{})
 	go func() {
 		time.Sleep(phase * 3 / 5)
@@ -139,7 +159,7 @@ func TestJetStreamCrash(t *testing.T) {
 
 	restarted.Store(true)
 	b2 := startBroker(t, args...)
-	load(b2.base+"/default/default", phase)
+	load(b2.base+path, phase)
 	amu.Lock()
 	total := len(accepted)
 	amu.Unlock()
@@ -148,7 +168,8 @@ func TestJetStreamCrash(t *testing.T) {
 		t.Fatalf("load generator sent only %d events", sent.Load())
 	}
 
-	// Messages held by the killed process come back after the 30s ack wait.
+	// Messages held by the killed process come back after JetStream's 30s ack wait, or
+	// once Kafka's 10s group session of the dead member ends.
 	deadline := time.Now().Add(75 * time.Second)
 	for {
 		missing, dups := 0, 0
