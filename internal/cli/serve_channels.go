@@ -76,12 +76,21 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 			return js.New(ctx, b.Key())
 		case "kafka":
 			if c.kafkaBrokers == "" {
-				return nil, fmt.Errorf("broker %s: the kafka channel needs --kafka-brokers host:port,...", b.Key())
+				return nil, errors.New("the kafka channel needs --kafka-brokers HOST:PORT[,HOST:PORT]")
 			}
-			return kafka.New(ctx, b.Key(), kafka.SeedBrokers(strings.Split(c.kafkaBrokers, ",")...),
-				kafka.Logger(log.With("channel", "kafka", "broker", b.Key())), kafka.Registerer(reg))
+			opts := []kafka.Option{
+				kafka.SeedBrokers(strings.Split(c.kafkaBrokers, ",")...),
+				kafka.Logger(log.With("channel", "kafka", "broker", b.Key())), kafka.Registerer(reg),
+			}
+			if b.Partitions > 0 { // a KafkaChannel's spec.numPartitions
+				opts = append(opts, kafka.Partitions(int32(b.Partitions)))
+			}
+			if b.ReplicationFactor > 0 {
+				opts = append(opts, kafka.ReplicationFactor(int16(b.ReplicationFactor)))
+			}
+			return kafka.New(ctx, b.Key(), opts...)
 		}
-		return nil, fmt.Errorf("broker %s: unknown channel backend %q (want memory, jetstream or kafka)", b.Key(), backend)
+		return nil, fmt.Errorf("unknown channel backend %q (want memory, jetstream or kafka)", backend)
 	}
 	return factory, closeAll, nil
 }
