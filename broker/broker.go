@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
@@ -235,9 +236,22 @@ func (b *Broker) retire(t *trigger) {
 	}
 }
 
-// drain delivers what is queued for every trigger until ctx ends, then stops them and
-// closes the channel. It returns how many events were left undelivered.
+// durableGrace bounds how long a durable channel's dispatchers keep delivering on
+// shutdown: what they have not delivered by then stays stored and is delivered after a
+// restart, so there is no reason to hold the shutdown for the whole backlog.
+const durableGrace = 2 * time.Second
+
+// drain delivers what is queued for every trigger until ctx ends (a memory channel) or
+// for durableGrace at most (a durable one), then stops them and closes the channel. It
+// returns how many events were left undelivered and are lost: events left in a durable
+// channel are logged as kept for redelivery, not counted.
 func (b *Broker) drain(ctx context.Context) int {
+	_, isMemory := b.ch.(*memory.Channel)
+	if !isMemory {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, durableGrace)
+		defer cancel()
+	}
 	ts := b.triggerList()
 	var left atomic.Int64
 	var wg sync.WaitGroup
@@ -254,6 +268,12 @@ func (b *Broker) drain(ctx context.Context) int {
 	wg.Wait()
 	if err := b.ch.Close(); err != nil {
 		b.log.Error("closing channel", "broker", b.key, "err", err)
+	}
+	if !isMemory {
+		if n := left.Load(); n > 0 {
+			b.log.Info("events kept in the durable channel for delivery after a restart", "broker", b.key, "events", n)
+		}
+		return 0
 	}
 	return int(left.Load())
 }
