@@ -24,6 +24,8 @@ type channelFlags struct {
 	dataDir        string
 	natsURL        string
 	kafkaBrokers   string
+	jsMaxBytes     byteSize
+	jsAckWait      time.Duration
 }
 
 func (c *channelFlags) register(fl *pflag.FlagSet) {
@@ -31,6 +33,8 @@ func (c *channelFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.dataDir, "data-dir", "", "directory of the embedded JetStream server's files (jetstream channel)")
 	fl.StringVar(&c.natsURL, "nats-url", "", "use this external NATS cluster for the jetstream channel instead of the embedded server")
 	fl.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
+	fl.Var(&c.jsMaxBytes, "jetstream-max-bytes", "bytes one broker's JetStream stream may hold; when full, ingress answers 429 (default: unlimited, up to the disk)")
+	fl.DurationVar(&c.jsAckWait, "jetstream-ack-wait", 30*time.Second, "after a crash, how long JetStream waits before redelivering the events a dead process held")
 }
 
 // open prepares the durable backends the flags ask for and returns the factory that
@@ -54,7 +58,7 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 		var err error
 		js, err = jetstream.OpenBackend(ctx, jetstream.BackendConfig{
 			DataDir: c.dataDir, URL: c.natsURL, Logger: log,
-			Channel: []jetstream.Option{jetstream.WithRegisterer(reg)},
+			Channel: c.jetstreamOptions(reg),
 		})
 		if err != nil {
 			return nil, nil, err
@@ -93,4 +97,12 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 		return nil, fmt.Errorf("unknown channel backend %q (want memory, jetstream or kafka)", backend)
 	}
 	return factory, closeAll, nil
+}
+
+func (c *channelFlags) jetstreamOptions(reg prometheus.Registerer) []jetstream.Option {
+	opts := []jetstream.Option{jetstream.WithRegisterer(reg), jetstream.WithAckWait(c.jsAckWait)}
+	if c.jsMaxBytes > 0 {
+		opts = append(opts, jetstream.WithMaxBytes(int64(c.jsMaxBytes)))
+	}
+	return opts
 }

@@ -20,7 +20,7 @@ import (
 // directory; every event that got 202 is delivered.
 func TestJetStreamCrash(t *testing.T) {
 	dataDir := t.TempDir()
-	runCrashTest(t, "default", "--channel", "jetstream", "--data-dir", dataDir)
+	runCrashTest(t, "default", "--channel", "jetstream", "--data-dir", dataDir, "--jetstream-ack-wait", "5s")
 }
 
 // TestKafkaCrash: kill -9 and restart on the Kafka channel (real Kafka from
@@ -168,7 +168,7 @@ func runCrashTest(t *testing.T, namespace string, args ...string) {
 		t.Fatalf("load generator sent only %d events", sent.Load())
 	}
 
-	// Messages held by the killed process come back after JetStream's 30s ack wait, or
+	// Messages held by the killed process come back after JetStream's ack wait (5s here), or
 	// once Kafka's 10s group session of the dead member ends.
 	deadline := time.Now().Add(75 * time.Second)
 	for {
