@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/textproto"
 	"strings"
 )
 
@@ -187,7 +186,7 @@ func parseBinary(h http.Header, body []byte) (*Event, error) {
 		case "Ce-Dataschema":
 			e.DataSchema = v
 		default:
-			name := strings.ToLower(k[3:])
+			name := keys.name(k)
 			switch name {
 			case AttrDataContentType:
 				return nil, invalid("ce-datacontenttype", "not allowed in binary mode; send Content-Type")
@@ -289,23 +288,37 @@ const (
 
 // WriteHeaders sets the binary-mode headers of e on h: one ce- header per attribute and
 // extension (percent-encoded) and Content-Type from datacontenttype. The body is e.Data.
+// The header values share one backing array, so writing costs one allocation (plus one
+// per value that needs percent-encoding).
 func WriteHeaders(h http.Header, e *Event) {
+	vals := make([]string, 0, 8+len(e.Extensions))
 	set := func(k, v string) {
 		if v != "" {
-			h[k] = []string{EncodeHeaderValue(v)}
+			vals = append(vals, v)
+			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
 	}
-	set(hdrSpecVersion, e.SpecVersion)
-	set(hdrID, e.ID)
-	set(hdrSource, e.Source)
-	set(hdrType, e.Type)
-	set(hdrSubject, e.Subject)
-	set(hdrTime, e.Time)
-	set(hdrDataSchema, e.DataSchema)
-	if e.DataContentType != "" {
-		h["Content-Type"] = []string{e.DataContentType}
+	enc := func(k, v string) {
+		if v != "" {
+			set(k, EncodeHeaderValue(v))
+		}
 	}
+	enc(hdrSpecVersion, e.SpecVersion)
+	enc(hdrID, e.ID)
+	enc(hdrSource, e.Source)
+	enc(hdrType, e.Type)
+	enc(hdrSubject, e.Subject)
+	enc(hdrTime, e.Time)
+	enc(hdrDataSchema, e.DataSchema)
+	set("Content-Type", e.DataContentType)
 	for _, x := range e.Extensions {
-		h[textproto.CanonicalMIMEHeaderKey("ce-"+x.Name)] = []string{EncodeHeaderValue(x.Value)}
+		k := keys.key(x.Name)
+		if x.Value == "" {
+			// An empty extension value is still a set attribute.
+			vals = append(vals, "")
+			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+			continue
+		}
+		enc(k, x.Value)
 	}
 }
