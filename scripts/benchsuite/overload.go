@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-broker/sluice/loadtest/bench"
+	"github.com/sluice-broker/sluice/loadtest/cevent"
+)
+
+// probeInterval is how often the overload probe sends one event.
+const probeInterval = 50 * time.Millisecond
+
+// probeResult is what the overload probe saw.
+type probeResult struct {
+	mu         sync.Mutex
+	requests   int
+	rejected   []time.Duration // 429 answers
+	retryAfter int             // 429s with a Retry-After header
+	accepted   []time.Duration // 2xx answers
+}
+
+// probe sends one binary-mode event every probeInterval to url, on its own keep-alive
+// connection, until ctx is done, timing each from the actual send to the answer.
+func probe(ctx context.Context, url string, data []byte) *probeResult {
+	pr := &probeResult{}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	run := "probe" + newRunID()
+	tick := time.NewTicker(probeInterval)
+	defer tick.Stop()
+	for seq := 0; ; seq++ {
+		select {
+		case <-ctx.Done():
+			return pr
+		case <-tick.C:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+		if err != nil {
+			return pr
+		}
+		h := req.Header
+		h.Set("Content-Type", cevent.ContentTypeJSON)
+		h.Set("Ce-Specversion", "1.0")
+		h.Set("Ce-Id", run+"-"+strconv.Itoa(seq))
+		h.Set("Ce-Source", cevent.DefaultSource)
+		h.Set("Ce-Type", cevent.DefaultType)
+		h.Set("Ce-Sluicerun", run)
+		h.Set("Ce-Sluiceseq", strconv.Itoa(seq))
+		start := time.Now()
+		h.Set("Ce-Sluicesent", strconv.FormatInt(start.UnixNano(), 10))
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return pr
+			}
+			pr.mu.Lock()
+			pr.requests++
+			pr.mu.Unlock()
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		pr.mu.Lock()
+		pr.requests++
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			pr.rejected = append(pr.rejected, d)
+			if resp.Header.Get("Retry-After") != "" {
+				pr.retryAfter++
+			}
+		case resp.StatusCode/100 == 2:
+			pr.accepted = append(pr.accepted, d)
+		}
+		pr.mu.Unlock()
+	}
+}
+
+// quantileMS returns the q-quantile (0…1) of ds in ms, nearest rank; 0 if empty.
+func quantileMS(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s))+0.999999) - 1
+	i = min(max(i, 0), len(s)-1)
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// meanDeliveryRate averages per-second deliveries over seconds [skip, end).
+func meanDeliveryRate(perSecond []uint64, skip, end int) float64 {
+	end = min(end, len(perSecond))
+	if end <= skip {
+		return 0
+	}
+	var n uint64
+	for _, v := range perSecond[skip:end] {
+		n += v
+	}
+	return float64(n) / float64(end-skip)
+}
+
+// runOverload sends twice the sustained rate at a fresh memory broker (t.Broker) for
+// d, with the probe alongside, and fills an overloadResult.
+func runOverload(ctx context.Context, t target, sustainedRate float64, d, settle time.Duration) (*overloadResult, *bench.Result, error) {
+	o := &overloadResult{SustainedRate: sustainedRate, Rate: 2 * sustainedRate, DurationS: d.Seconds()}
+	pctx, stopProbe := context.WithCancel(ctx)
+	probeDone := make(chan *probeResult, 1)
+	go func() { probeDone <- probe(pctx, t.URL, t.Data) }()
+	cpu0, err := t.Broker.CPU()
+	if err != nil {
+		stopProbe()
+		return nil, nil, err
+	}
+	// The probe stops with the load: runStep's settling happens after the load ends,
+	// but the probe must only see the overload, so stop it after d.
+	go func() {
+		select {
+		case <-time.After(d):
+		case <-pctx.Done():
+		}
+		stopProbe()
+	}()
+	st, res, err := runStep(ctx, t, stepSpec{Rate: o.Rate, Duration: d, Settle: settle})
+	stopProbe()
+	pr := <-probeDone
+	if err != nil {
+		return nil, nil, err
+	}
+	cpu1, cpuErr := t.Broker.CPU()
+	if cpuErr == nil {
+		o.CPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	l := res.Load
+	o.Achieved, o.Requests, o.Accepted, o.Lost, o.Settled = l.Rate, l.Requests, res.Accepted, res.Lost, res.Settled
+	for code, n := range l.StatusCodes {
+		switch {
+		case code == "429":
+			o.Rejected429 += n
+		case code == "503":
+			o.Rejected503 += n
+		case len(code) == 3 && code[0] == '2':
+		default:
+			o.OtherFailures += n
+		}
+	}
+	o.Publish, o.E2E = st.Publish, st.E2E
+	perSecond := make([]uint64, len(res.Receive.Seconds))
+	for _, s := range res.Receive.Seconds {
+		if s.T >= 0 && s.T < len(perSecond) {
+			perSecond[s.T] = s.Events - s.Duplicates
+		}
+	}
+	secs := int(d / time.Second)
+	o.DeliveryRate = meanDeliveryRate(perSecond, min(5, secs/4), secs)
+	pr.mu.Lock()
+	o.ProbeRequests, o.Probe429, o.Probe429RetryAfter = pr.requests, len(pr.rejected), pr.retryAfter
+	o.ProbeRejectP99MS, o.ProbeRejectMaxMS = quantileMS(pr.rejected, 0.99), quantileMS(pr.rejected, 1)
+	o.ProbeAcceptedP99MS = quantileMS(pr.accepted, 0.99)
+	pr.mu.Unlock()
+	o.Alive = t.Broker.Alive()
+	if o.PeakRSS, err = t.Broker.HWM(); err != nil {
+		return o, res, fmt.Errorf("overload: %w", err)
+	}
+	return o, res, nil
+}

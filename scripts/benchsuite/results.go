@@ -1,0 +1,105 @@
+package main
+
+import "time"
+
+// results is everything one suite run measured; it is written as results.json and
+// rendered into the README.
+type results struct {
+	Machine   machine           `json:"machine"`
+	Command   string            `json:"command"`
+	Quick     bool              `json:"quick"`
+	Commit    string            `json:"commit"`
+	Started   time.Time         `json:"started"`
+	Finished  time.Time         `json:"finished"`
+	Criteria  criteria          `json:"criteria"`
+	Plan      plan              `json:"plan"`
+	Scenarios []scenarioResult  `json:"scenarios"`
+	Overload  *overloadResult   `json:"overload,omitempty"`
+	Verdicts  []verdict         `json:"verdicts"`
+	LoadAvg   map[string]string `json:"load_average"` // "start", "end": /proc/loadavg
+	Notes     []string          `json:"notes,omitempty"`
+}
+
+// plan holds the timings of a run (full or --quick).
+type plan struct {
+	Step         time.Duration `json:"step_ns"`
+	StepWarmup   time.Duration `json:"step_warmup_ns"`
+	Settle       time.Duration `json:"settle_ns"`
+	Half         time.Duration `json:"half_ns"`
+	Overload     time.Duration `json:"overload_ns"`
+	Coarse, Fine float64
+	MaxSteps     int
+}
+
+// scenarioResult is one ramped scenario.
+type scenarioResult struct {
+	scenario
+	NotRun    string       `json:"not_run,omitempty"` // why it did not run
+	Error     string       `json:"error,omitempty"`   // what went wrong while it ran
+	Steps     []stepResult `json:"steps"`
+	Sustained int          `json:"sustained_step"` // index into Steps, -1 = none
+	Half      *stepResult  `json:"half,omitempty"` // the latency run at 50% of sustained
+	PeakRSS   int64        `json:"broker_peak_rss_bytes"`
+	ReportDir string       `json:"report_dir,omitempty"` // relative to the README
+	RampPlots []string     `json:"ramp_plots,omitempty"`
+}
+
+// sustainedStep returns the sustained step, or nil.
+func (s *scenarioResult) sustainedStep() *stepResult {
+	if s == nil || s.Sustained < 0 || s.Sustained >= len(s.Steps) {
+		return nil
+	}
+	return &s.Steps[s.Sustained]
+}
+
+// SustainedRate is the sustained events/s (0 if none).
+func (s *scenarioResult) SustainedRate() float64 {
+	if st := s.sustainedStep(); st != nil {
+		return st.IntendedRate
+	}
+	return 0
+}
+
+// find returns the named scenario's result, or nil.
+func (r *results) find(name string) *scenarioResult {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name == name {
+			return &r.Scenarios[i]
+		}
+	}
+	return nil
+}
+
+// overloadResult is the overload run: twice the memory broker's sustained rate.
+type overloadResult struct {
+	NotRun        string  `json:"not_run,omitempty"`
+	Error         string  `json:"error,omitempty"`
+	SustainedRate float64 `json:"sustained_rate"` // the memory scenario's
+	Rate          float64 `json:"rate"`           // intended, 2 × sustained
+	Achieved      float64 `json:"achieved_rate"`
+	DurationS     float64 `json:"duration_s"`
+	Requests      uint64  `json:"requests"`
+	Accepted      uint64  `json:"accepted"`
+	Rejected429   uint64  `json:"rejected_429"`
+	Rejected503   uint64  `json:"rejected_503"`
+	OtherFailures uint64  `json:"other_failures"`
+	Lost          uint64  `json:"lost"`
+	Settled       bool    `json:"settled"`
+	// DeliveryRate is the mean events/s received over the load, without its first
+	// seconds (the queue filling).
+	DeliveryRate float64 `json:"delivery_rate"`
+	Publish      latency `json:"publish"`
+	E2E          latency `json:"e2e"`
+	// Probe: a separate client's requests during the overload, timed from the actual
+	// send, split by answer.
+	ProbeRequests      int     `json:"probe_requests"`
+	Probe429           int     `json:"probe_429"`
+	Probe429RetryAfter int     `json:"probe_429_with_retry_after"`
+	ProbeRejectP99MS   float64 `json:"probe_reject_p99_ms"`
+	ProbeRejectMaxMS   float64 `json:"probe_reject_max_ms"`
+	ProbeAcceptedP99MS float64 `json:"probe_accepted_p99_ms"`
+	PeakRSS            int64   `json:"broker_peak_rss_bytes"`
+	CPUSeconds         float64 `json:"broker_cpu_s"`
+	Alive              bool    `json:"broker_alive"`
+	ReportDir          string  `json:"report_dir,omitempty"`
+}

@@ -1,0 +1,214 @@
+package main
+
+import "fmt"
+
+// Verdict states.
+const (
+	met    = "met"
+	notMet = "NOT MET"
+	notRun = "not run"
+)
+
+// verdict is one target of the Performance issue, judged on one run.
+type verdict struct {
+	Target   string  `json:"target"`
+	Measured string  `json:"measured"`
+	Ratio    float64 `json:"ratio,omitempty"` // measured / required, where a ratio makes sense
+	Status   string  `json:"status"`          // met, NOT MET, not run
+	Why      string  `json:"why,omitempty"`   // for not run
+}
+
+const mib = 1 << 20
+
+// verdicts judges every target on r.
+func verdicts(r *results) []verdict {
+	var out []verdict
+	add := func(v verdict) { out = append(out, v) }
+	direct, mem, fan, filt := r.find(scDirect), r.find(scMemory), r.find(scFanout), r.find(scFilter)
+
+	// 1. memory broker sustained ≥ 0.6 × direct
+	v := verdict{Target: "memory broker, 1 trigger: sustained rate ≥ 0.6 × direct"}
+	if why := either(missing(direct), ran(mem)); why != "" {
+		v.Status, v.Why = notRun, why
+	} else {
+		ratio := mem.SustainedRate() / direct.SustainedRate()
+		v.Measured = fmt.Sprintf("%.0f / %.0f ev/s = %.2f × direct", mem.SustainedRate(), direct.SustainedRate(), ratio)
+		v.Ratio, v.Status = ratio, status(ratio >= 0.6)
+	}
+	add(v)
+
+	// 1b. the absolute figure the issue expects on 2 cores
+	v = verdict{Target: "memory broker, 1 trigger: ≥ 6,000 ev/s on this machine (absolute)"}
+	if why := ran(mem); why != "" {
+		v.Status, v.Why = notRun, why
+	} else {
+		v.Measured = fmt.Sprintf("%.0f ev/s", mem.SustainedRate())
+		v.Ratio, v.Status = mem.SustainedRate()/6000, status(mem.SustainedRate() >= 6000)
+	}
+	add(v)
+
+	// 2. p99 e2e at half ≤ 5 ms (memory)
+	add(halfP99(mem, "memory broker: e2e p99 at 50% of sustained ≤ 5 ms", 5))
+
+	// 3. fan-out deliveries per core ≥ 0.5 × single
+	v = verdict{Target: "fan-out to 10 triggers: deliveries/s per core ≥ 0.5 × single trigger's"}
+	if why := either(missing(mem), ran(fan)); why != "" {
+		v.Status, v.Why = notRun, why
+	} else if a, b := perCore(fan), mem.sustainedStep().DeliveriesPerCPUSecond; b <= 0 {
+		v.Status, v.Why = notRun, "no broker CPU measured"
+	} else {
+		ratio := a / b
+		v.Measured = fmt.Sprintf("%.0f vs %.0f deliveries per CPU-second = %.2f×", a, b, ratio)
+		v.Ratio, v.Status = ratio, status(ratio >= 0.5)
+	}
+	add(v)
+
+	// 4. 100 non-matching triggers cost ≤ 10%
+	v = verdict{Target: "100 triggers, 1 matching: sustained ≥ 0.9 × 1 trigger (≤ 10% cost)"}
+	if why := either(missing(mem), ran(filt)); why != "" {
+		v.Status, v.Why = notRun, why
+	} else {
+		ratio := filt.SustainedRate() / mem.SustainedRate()
+		v.Measured = fmt.Sprintf("%.0f / %.0f ev/s = %.2f× (cost %.0f%%)", filt.SustainedRate(), mem.SustainedRate(), ratio, 100*(1-ratio))
+		v.Ratio, v.Status = ratio, status(ratio >= 0.9)
+	}
+	add(v)
+
+	// 5. overload
+	out = append(out, overloadVerdicts(r.Overload)...)
+
+	// 6. durable
+	for _, d := range []struct {
+		name string
+		min  float64
+	}{{scJetStream, 0.5}, {scKafka, 0.4}} {
+		s := r.find(d.name)
+		v = verdict{Target: fmt.Sprintf("%s: sustained ≥ %.0f%% of the memory channel, zero loss", d.name, 100*d.min)}
+		if why := either(missing(mem), ran(s)); why != "" {
+			v.Status, v.Why = notRun, why
+		} else {
+			ratio := s.SustainedRate() / mem.SustainedRate()
+			v.Measured = fmt.Sprintf("%.0f / %.0f ev/s = %.2f×", s.SustainedRate(), mem.SustainedRate(), ratio)
+			v.Ratio, v.Status = ratio/d.min, status(ratio >= d.min)
+		}
+		add(v)
+		add(halfP99(s, d.name+": e2e p99 at 50% of sustained < 50 ms", 50))
+	}
+	return out
+}
+
+// halfP99 judges a scenario's end-to-end p99 at half its sustained rate against limitMS.
+func halfP99(s *scenarioResult, target string, limitMS float64) verdict {
+	v := verdict{Target: target}
+	if why := ran(s); why != "" {
+		v.Status, v.Why = notRun, why
+		return v
+	}
+	if s.Half == nil {
+		v.Status, v.Measured = notMet, "no latency run: no sustained rate"
+		return v
+	}
+	p99 := s.Half.E2E.P99
+	v.Measured = fmt.Sprintf("%.2f ms at %.0f ev/s (p99.9 %.2f ms)", p99, s.Half.IntendedRate, s.Half.E2E.P999)
+	if s.Half.Lost > 0 {
+		v.Measured += fmt.Sprintf(", %d lost", s.Half.Lost)
+	}
+	v.Ratio = p99 / limitMS
+	v.Status = status(p99 <= limitMS && s.Half.Lost == 0)
+	return v
+}
+
+// overloadVerdicts judges the overload targets.
+func overloadVerdicts(o *overloadResult) []verdict {
+	targets := []string{
+		"overload: peak RSS ≤ 200 MiB",
+		"overload: excess rejected with 429 + Retry-After, p99 < 10 ms",
+		"overload: delivery rate ≥ 90% of the sustained rate",
+		"overload: zero accepted events lost, no crash",
+	}
+	why := ""
+	switch {
+	case o == nil:
+		why = "not selected"
+	case o.NotRun != "":
+		why = o.NotRun
+	case o.Error != "":
+		why = "error: " + o.Error
+	}
+	if why != "" {
+		out := make([]verdict, len(targets))
+		for i, t := range targets {
+			out[i] = verdict{Target: t, Status: notRun, Why: why}
+		}
+		return out
+	}
+	rss := float64(o.PeakRSS) / mib
+	rejOK := o.Probe429 > 0 && o.Probe429RetryAfter == o.Probe429 && o.ProbeRejectP99MS < 10 && o.Rejected429 > 0
+	rejMeasured := fmt.Sprintf("%d × 429 of %d requests; probe: %d/%d 429s with Retry-After, p99 %.2f ms (max %.1f)",
+		o.Rejected429, o.Requests, o.Probe429RetryAfter, o.Probe429, o.ProbeRejectP99MS, o.ProbeRejectMaxMS)
+	if o.Rejected503 > 0 || o.OtherFailures > 0 {
+		rejMeasured += fmt.Sprintf("; also %d × 503, %d other failures", o.Rejected503, o.OtherFailures)
+	}
+	delivRatio := 0.0
+	if o.SustainedRate > 0 {
+		delivRatio = o.DeliveryRate / o.SustainedRate
+	}
+	return []verdict{
+		{Target: targets[0], Measured: fmt.Sprintf("%.1f MiB", rss), Ratio: rss / 200, Status: status(rss <= 200)},
+		{Target: targets[1], Measured: rejMeasured, Ratio: o.ProbeRejectP99MS / 10, Status: status(rejOK)},
+		{Target: targets[2], Measured: fmt.Sprintf("%.0f / %.0f ev/s = %.2f×", o.DeliveryRate, o.SustainedRate, delivRatio),
+			Ratio: delivRatio, Status: status(delivRatio >= 0.9)},
+		{Target: targets[3], Measured: fmt.Sprintf("%d lost of %d accepted, broker alive: %v", o.Lost, o.Accepted, o.Alive),
+			Status: status(o.Lost == 0 && o.Settled && o.Alive)},
+	}
+}
+
+// ran says why scenario s has no measurements to judge ("" if it has): it was not
+// selected, not run, or failed before measuring. A scenario that ran but sustained no
+// step is judged (rate 0), not excused.
+func ran(s *scenarioResult) string {
+	switch {
+	case s == nil:
+		return "scenario not selected"
+	case s.NotRun != "":
+		return s.Name + " not run: " + s.NotRun
+	case s.Error != "" && len(s.Steps) == 0:
+		return s.Name + " failed: " + s.Error
+	}
+	return ""
+}
+
+// missing is ran for a reference scenario, which must also have a sustained step for
+// a ratio against it to mean anything.
+func missing(ref *scenarioResult) string {
+	if why := ran(ref); why != "" {
+		return why
+	}
+	if ref.sustainedStep() == nil {
+		return ref.Name + " sustained no step"
+	}
+	return ""
+}
+
+// perCore is the sustained step's deliveries per CPU-second, 0 without one.
+func perCore(s *scenarioResult) float64 {
+	if st := s.sustainedStep(); st != nil {
+		return st.DeliveriesPerCPUSecond
+	}
+	return 0
+}
+
+func status(ok bool) string {
+	if ok {
+		return met
+	}
+	return notMet
+}
+
+// either returns a unless it is empty, else b.
+func either(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
