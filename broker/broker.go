@@ -201,6 +201,7 @@ func (b *Broker) startTrigger(ctx context.Context, tc config.Trigger) (*trigger,
 		delivery.WithClient(b.srv.client),
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
+		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
 	}
 	if b.isKnBr {
 		opts = append(opts, delivery.WithReplier(b.reply))

@@ -32,6 +32,7 @@ type options struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
+	fixedInFlight   bool
 	defaultChannel  string
 	factory         ChannelFactory
 	logger          *slog.Logger
@@ -65,6 +66,10 @@ func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.pu
 
 // WithMaxInFlight bounds the concurrent deliveries of one trigger. Default 256.
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
+
+// WithFixedInFlight turns off the adaptive (AIMD) in-flight limit toward subscribers:
+// every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
+func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
 
 // WithDefaultChannel names the backend of brokers that choose none. Default "memory".
 func WithDefaultChannel(name string) Option { return func(o *options) { o.defaultChannel = name } }

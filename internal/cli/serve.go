@@ -31,6 +31,7 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
+	fixedInFlight   bool
 	reloadInterval  time.Duration
 	logLevel        string
 	logFormat       string
@@ -66,6 +67,7 @@ Channel and Subscription manifests; it is watched and reloaded without dropping 
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", broker.DefaultMaxInFlight, "concurrent deliveries per trigger")
+	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -121,6 +123,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithShutdownTimeout(f.shutdownTimeout),
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
+		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithDefaultChannel(f.channels.defaultChannel),
 		broker.WithChannelFactory(factory),
 	)
