@@ -49,7 +49,9 @@ type Dispatcher struct {
 	mu         sync.Mutex
 	waiting    map[*job]struct{} // jobs waiting on a retry timer
 	stopping   bool              // hard stop: release everything
-	workers    int
+	workers    int               // workers running
+	maxWorkers int               // bound on workers: the in-flight limit
+	idle       atomic.Int32      // workers waiting for work
 	quit       chan struct{}
 	workerWG   sync.WaitGroup
 	started    bool
@@ -123,13 +125,35 @@ func (d *Dispatcher) Update(t Target) {
 	d.mu.Unlock()
 }
 
+// growWorkersLocked raises the bound on workers to n (at most the messages held, more
+// would idle). Workers themselves start on demand, in pushLocked.
 func (d *Dispatcher) growWorkersLocked(n int) {
-	n = min(n, cap(d.ready)) // more workers than messages held would idle
-	for ; d.workers < n; d.workers++ {
+	d.maxWorkers = min(n, cap(d.ready))
+}
+
+// push makes j due for a worker.
+func (d *Dispatcher) push(j *job) {
+	d.mu.Lock()
+	d.pushLocked(j)
+	d.mu.Unlock()
+}
+
+// pushLocked makes j due for a worker, starting one if none is idle and fewer than
+// maxWorkers run. Workers are started on demand and leave after workerIdle without work
+// (one stays), so a trigger that receives little holds few goroutines: a hundred quiet
+// triggers do not cost a hundred pools of MaxInFlight stacks for the GC to scan.
+// Called with d.mu held.
+func (d *Dispatcher) pushLocked(j *job) {
+	d.ready <- j
+	if d.idle.Load() == 0 && d.workers < d.maxWorkers && !d.stopping {
+		d.workers++
 		d.workerWG.Add(1)
 		go d.worker()
 	}
 }
+
+// workerIdle is how long a worker waits for work before it leaves.
+const workerIdle = 10 * time.Second
 
 // Run takes messages from the consumer and delivers them until ctx ends, the consumer is
 // closed, or Drain stops it. When the consumer closes, messages held are still delivered
@@ -212,18 +236,36 @@ func (d *Dispatcher) admit(j *job) {
 			return
 		}
 	}
-	d.ready <- j
+	d.push(j)
 }
 
 func (d *Dispatcher) worker() {
 	defer d.workerWG.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
 	for {
+		d.idle.Add(1)
 		select {
 		case j := <-d.ready:
+			d.idle.Add(-1)
 			d.process(j)
 		case <-d.quit:
+			d.idle.Add(-1)
 			return
+		case <-idle.C:
+			// Leave, unless work arrived meanwhile or this is the last worker. Under d.mu,
+			// so that pushLocked either sees this worker no longer idle (and starts
+			// another) or pushed before the check below (and this worker stays).
+			d.mu.Lock()
+			d.idle.Add(-1)
+			if len(d.ready) == 0 && d.workers > 1 {
+				d.workers--
+				d.mu.Unlock()
+				return
+			}
+			d.mu.Unlock()
 		}
+		idle.Reset(workerIdle)
 	}
 }
 
@@ -232,7 +274,7 @@ func (d *Dispatcher) schedule(j *job, wait time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if wait <= 0 || d.stopping {
-		d.ready <- j
+		d.pushLocked(j)
 		return
 	}
 	d.waiting[j] = struct{}{}
@@ -245,7 +287,7 @@ func (d *Dispatcher) wake(j *job) {
 	if _, ok := d.waiting[j]; ok {
 		delete(d.waiting, j)
 		j.timer = nil
-		d.ready <- j
+		d.pushLocked(j)
 	}
 }
 
@@ -259,7 +301,7 @@ func (d *Dispatcher) stopAll() {
 		if j.timer.Stop() {
 			delete(d.waiting, j)
 			j.timer = nil
-			d.ready <- j
+			d.pushLocked(j)
 		} // else the timer fired and wake will hand it over.
 	}
 }

@@ -242,7 +242,7 @@ func (d *Dispatcher) release(j *job) {
 func (d *Dispatcher) finish(j *job) {
 	if j.ordered {
 		if next := d.seq.done(j.key); next != nil {
-			d.ready <- next
+			d.push(next)
 		}
 	}
 	*j = job{}
