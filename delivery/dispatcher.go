@@ -21,7 +21,8 @@ import (
 // Concurrency: Update, Drain and Limit are safe to call from any goroutine while Run
 // runs. Run may be called once.
 //
-// Bounds: a fixed pool of workers (one per unit of MaxInFlight) makes the HTTP attempts;
+// Bounds: workers, started on demand up to MaxInFlight and leaving when idle, make the
+// HTTP attempts;
 // at most MaxInFlight + MaxPending messages are held (received and not yet settled);
 // retries wait on timers without holding a worker.
 type Dispatcher struct {
