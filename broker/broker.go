@@ -37,6 +37,7 @@ type Broker struct {
 	log     *slog.Logger
 	srv     *Server
 	pubWait time.Duration
+	m       brokerMetrics
 
 	mu       sync.Mutex
 	triggers map[string]*trigger

@@ -58,6 +58,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.rejectShuttingDown(w, b)
 		return
 	}
+	if a, ok := b.ch.(channel.Admitter); ok && r.ContentLength > 0 && !a.Admits(r.ContentLength) {
+		// Full: reject before reading the body, the cheapest answer an overload can get.
+		b.m.full.Inc()
+		w.Header().Set("Retry-After", retryAfterFull)
+		http.Error(w, "channel full: try again after Retry-After", http.StatusTooManyRequests)
+		return
+	}
 	start := time.Now()
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
 	if err != nil {
@@ -76,7 +83,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, oneLine(err.Error()), status)
 		return
 	}
-	s.metrics.received.WithLabelValues(b.key).Add(float64(len(evs)))
+	b.m.received.Add(float64(len(evs)))
 	if b.isKnBr {
 		for _, e := range evs {
 			if err := stampTTL(e); err != nil {
@@ -99,7 +106,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, channel.ErrFull):
-			s.metrics.rejected.WithLabelValues(b.key, "full").Inc()
+			b.m.full.Inc()
 			w.Header().Set("Retry-After", retryAfterFull)
 			http.Error(w, oneLine(err.Error()), http.StatusTooManyRequests)
 		default:
@@ -109,11 +116,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.metrics.accepted.WithLabelValues(b.key).Add(float64(len(evs)))
+	b.m.accepted.Add(float64(len(evs)))
 	if unmatched > 0 {
-		s.metrics.unmatched.WithLabelValues(b.key).Add(float64(unmatched))
+		b.m.unmatched.Add(float64(unmatched))
 	}
-	s.metrics.latency.WithLabelValues(b.key).Observe(time.Since(start).Seconds())
+	b.m.latency.Observe(time.Since(start).Seconds())
 	w.WriteHeader(http.StatusAccepted)
 }
 

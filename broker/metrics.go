@@ -43,6 +43,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// brokerMetrics are one broker's children of the hot-path metrics, looked up once.
+type brokerMetrics struct {
+	received, accepted, unmatched, full prometheus.Counter
+	latency                             prometheus.Observer
+}
+
+func (m *Metrics) forBroker(key string) brokerMetrics {
+	return brokerMetrics{
+		received:  m.received.WithLabelValues(key),
+		accepted:  m.accepted.WithLabelValues(key),
+		unmatched: m.unmatched.WithLabelValues(key),
+		full:      m.rejected.WithLabelValues(key, "full"),
+		latency:   m.latency.WithLabelValues(key),
+	}
+}
+
 // queueCollector reports each trigger's queue depth and the memory budget at scrape time.
 type queueCollector struct {
 	s          *Server

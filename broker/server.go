@@ -185,6 +185,7 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 			b = &Broker{
 				key: key, isKnBr: bc.Kind == "" || bc.Kind == "Broker", ch: ch, srv: s,
 				log: s.log, pubWait: s.opts.publishTimeout, triggers: map[string]*trigger{},
+				m: s.metrics.forBroker(key),
 			}
 			s.log.Info("broker started", "broker", key, "channel", backendName(bc.Channel, s.opts.defaultChannel))
 		}

@@ -80,3 +80,12 @@ type Message interface {
 	// meaning the event is lost and the caller must log and count it.
 	Release() (redelivered bool)
 }
+
+// Admitter is implemented by channels that can tell cheaply, before a request's body is
+// read, that n more bytes cannot be stored now. Ingress uses it to answer 429 to the
+// excess of an overload without reading, parsing or copying what it would reject.
+type Admitter interface {
+	// Admits reports whether n more bytes would fit now. A true answer promises nothing:
+	// Publish may still return ErrFull.
+	Admits(n int64) bool
+}

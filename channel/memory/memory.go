@@ -48,6 +48,11 @@ func New(opts ...Option) *Channel {
 	return c
 }
 
+// Admits reports whether n more bytes fit the budget now (channel.Admitter).
+func (c *Channel) Admits(n int64) bool { return c.budget.Used()+n <= c.budget.Limit() }
+
+var _ channel.Admitter = (*Channel)(nil)
+
 // Budget returns the byte budget the channel draws on.
 func (c *Channel) Budget() *Budget { return c.budget }
 
