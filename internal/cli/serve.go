@@ -103,9 +103,12 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		}
 	}
 	// Let the GC work harder before the heap outgrows what the queues may hold, unless
-	// the user set GOMEMLIMIT: queued bytes, their garbage, and room for the rest.
+	// the user set GOMEMLIMIT: the queued bytes, half as much again for their garbage,
+	// and 64 MiB for the rest. Measured under 2× overload with the default 64 MiB queue:
+	// a 192 MiB limit peaked at 191 MiB RSS, 128 MiB at 139 MiB but cost a fifth of the
+	// delivery rate to GC; this one keeps RSS near 165 MiB.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(2*int64(f.memoryLimit) + 64<<20)
+		debug.SetMemoryLimit(int64(f.memoryLimit)*3/2 + 64<<20)
 	}
 
 	reg := prometheus.NewRegistry()
