@@ -27,7 +27,9 @@ func WithIdleConnTimeout(d time.Duration) ClientOption {
 // connections per host (the dispatchers' in-flight limits bound them), dials in at most
 // 5 s with 30 s TCP keep-alive, and speaks HTTP/1.1 only (no HTTP/2 negotiation: one
 // request per connection at a time keeps head-of-line blocking out of per-attempt
-// timeouts). Redirects are not followed: a 3xx is a failed delivery. Per-attempt
+// timeouts). http:// subscribers are reached through h1Transport, which writes each
+// request in one system call and reads the response without net/http's per-connection
+// goroutines; https:// ones through net/http's Transport. Redirects are not followed: a 3xx is a failed delivery. Per-attempt
 // timeouts come from the request context (Policy.Timeout), not from the client.
 func NewClient(opts ...ClientOption) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
@@ -51,7 +53,7 @@ func NewClient(opts ...ClientOption) *http.Client {
 		o(t)
 	}
 	return &http.Client{
-		Transport:     t,
+		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.IdleConnTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
