@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
-	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
@@ -29,15 +28,16 @@ import (
 // routing index of its triggers and their dispatchers. Ingress and replies may use it
 // concurrently with a reload.
 type Broker struct {
-	key     string
-	cfg     config.Broker
-	isKnBr  bool // a Broker (TTL applies), not a Channel
-	ch      channel.Channel
-	index   atomic.Pointer[filter.Index]
-	log     *slog.Logger
-	srv     *Server
-	pubWait time.Duration
-	m       brokerMetrics
+	key      string
+	cfg      config.Broker
+	isKnBr   bool // a Broker (TTL applies), not a Channel
+	isMemory bool // the channel is a memory channel
+	ch       channel.Channel
+	index    atomic.Pointer[filter.Index]
+	log      *slog.Logger
+	srv      *Server
+	pubWait  time.Duration
+	m        brokerMetrics
 
 	mu       sync.Mutex
 	triggers map[string]*trigger
@@ -78,7 +78,7 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 		}
 		start = ends[i]
 	}
-	if b.pubWait > 0 {
+	if b.pubWait > 0 && !b.isMemory { // a memory channel never blocks
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
@@ -248,7 +248,7 @@ const durableGrace = 2 * time.Second
 // returns how many events were left undelivered and are lost: events left in a durable
 // channel are logged as kept for redelivery, not counted.
 func (b *Broker) drain(ctx context.Context) int {
-	_, isMemory := b.ch.(*memory.Channel)
+	isMemory := b.isMemory
 	if !isMemory {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, durableGrace)

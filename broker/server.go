@@ -182,8 +182,10 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
 				continue
 			}
+			_, isMemory := ch.(*memory.Channel)
 			b = &Broker{
-				key: key, isKnBr: bc.Kind == "" || bc.Kind == "Broker", ch: ch, srv: s,
+				isMemory: isMemory,
+				key:      key, isKnBr: bc.Kind == "" || bc.Kind == "Broker", ch: ch, srv: s,
 				log: s.log, pubWait: s.opts.publishTimeout, triggers: map[string]*trigger{},
 				m: s.metrics.forBroker(key),
 			}

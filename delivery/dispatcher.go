@@ -132,10 +132,16 @@ func (d *Dispatcher) growWorkersLocked(n int) {
 	d.maxWorkers = min(n, cap(d.ready))
 }
 
-// push makes j due for a worker.
+// push makes j due for a worker. When a worker is idle it needs no lock: a worker that
+// leaves stops counting as idle before it checks for work (under d.mu), so either it
+// sees j, or this push sees no idle worker and takes the slow path, which starts one.
 func (d *Dispatcher) push(j *job) {
+	d.ready <- j
+	if d.idle.Load() > 0 {
+		return
+	}
 	d.mu.Lock()
-	d.pushLocked(j)
+	d.spawnLocked()
 	d.mu.Unlock()
 }
 
@@ -146,6 +152,11 @@ func (d *Dispatcher) push(j *job) {
 // Called with d.mu held.
 func (d *Dispatcher) pushLocked(j *job) {
 	d.ready <- j
+	d.spawnLocked()
+}
+
+// spawnLocked starts a worker if none is idle and the bound allows. Called with d.mu held.
+func (d *Dispatcher) spawnLocked() {
 	if d.idle.Load() == 0 && d.workers < d.maxWorkers && !d.stopping {
 		d.workers++
 		d.workerWG.Add(1)
