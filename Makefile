@@ -45,6 +45,20 @@ test: deps lint
 	fi; \
 	$(GO) test -count=1 -timeout 20m ./...
 
+# bench runs the whole-system benchmark suite (scripts/benchsuite, ~12 minutes) and
+# rewrites docs/benchmarks/README.md and docs/benchmarks/results/. It starts Kafka for the
+# kafka scenario; without Kafka that scenario is marked "not run".
+# BENCHFLAGS=--quick for a smoke run of a minute or two.
+BENCHFLAGS ?=
+bench: build
+	@set -uo pipefail; \
+	if out=$$(scripts/kafka.sh start); then \
+		eval "$$out"; export SLUICE_KAFKA_BROKERS; trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT; \
+	else \
+		echo "make bench: Kafka did not start; the kafka scenario will be marked not run" >&2; \
+	fi; \
+	$(GO) run ./scripts/benchsuite --sluice $(BIN) $(BENCHFLAGS)
+
 # unit runs the tests without starting Kafka (its tests skip, saying why).
 unit:
 	$(GO) test -count=1 ./...
