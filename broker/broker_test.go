@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/event"
+)
+
+func TestStampTTL(t *testing.T) {
+	tests := []struct {
+		in      string // "" = absent
+		want    string
+		wantErr string
+	}{
+		{"", "255", ""},
+		{"10", "10", ""},
+		{"1", "1", ""},
+		{"0", "", "TTL exhausted"},
+		{"-3", "", "TTL exhausted"},
+		{"ten", "", "not an integer"},
+	}
+	for _, tt := range tests {
+		e := &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t"}
+		if tt.in != "" {
+			e.Set(delivery.ExtTTL, tt.in)
+		}
+		err := stampTTL(e)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ttl %q: err = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if v, _ := e.Get(delivery.ExtTTL); err != nil || v != tt.want {
+			t.Errorf("ttl %q: got %q, %v; want %q", tt.in, v, err, tt.want)
+		}
+	}
+}
+
+func loadConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const brokerDoc = "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: ns%s}\n"
+
+func triggerDoc(name, typ, url string) string {
+	return "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: " + name + ", namespace: ns}\n" +
+		"spec: {broker: b, filter: {attributes: {type: " + typ + "}}, subscriber: {uri: \"" + url + "\"}}\n"
+}
+
+// TestApplyRoutesAndRetires checks ingest routes by filter, a reload adds a trigger, and
+// a removed trigger stops receiving while the one that stays keeps everything.
+func TestApplyRoutesAndRetires(t *testing.T) {
+	var gotA, gotB atomic.Int64
+	subA := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gotA.Add(1); w.WriteHeader(202) }))
+	defer subA.Close()
+	subB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gotB.Add(1); w.WriteHeader(202) }))
+	defer subB.Close()
+	s := NewServer(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithShutdownTimeout(5*time.Second))
+	ctx := context.Background()
+	one := strings.Replace(brokerDoc, "%s", "", 1) + triggerDoc("a", "type.a", subA.URL)
+	if err := s.Apply(ctx, loadConfig(t, one)); err != nil {
+		t.Fatal(err)
+	}
+	send := func(typ string) int {
+		req := httptest.NewRequest(http.MethodPost, "/ns/b", strings.NewReader("{}"))
+		for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "1", "Ce-Source": "/s", "Ce-Type": typ} {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	waitFor := func(c *atomic.Int64, n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); c.Load() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d deliveries, want %d", c.Load(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if send("type.a") != 202 || send("type.b") != 202 {
+		t.Fatal("ingest refused")
+	}
+	waitFor(&gotA, 1)
+	if err := s.Apply(ctx, loadConfig(t, one+triggerDoc("b", "type.b", subB.URL))); err != nil {
+		t.Fatal(err)
+	}
+	send("type.b")
+	waitFor(&gotB, 1)
+	if err := s.Apply(ctx, loadConfig(t, one)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	send("type.b")
+	send("type.a")
+	waitFor(&gotA, 2)
+	time.Sleep(50 * time.Millisecond)
+	if gotB.Load() != 1 {
+		t.Errorf("trigger b received %d after its removal, want 1 in all", gotB.Load())
+	}
+	if left := s.Shutdown(ctx); left != 0 {
+		t.Errorf("Shutdown left %d undelivered", left)
+	}
+	if code := send("type.a"); code != http.StatusServiceUnavailable {
+		t.Errorf("after Shutdown: %d, want 503", code)
+	}
+}
+
+func TestApplyChannelErrors(t *testing.T) {
+	s := NewServer(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx := context.Background()
+	kafkaBroker := strings.Replace(brokerDoc, "%s", ", annotations: {sluice.dev/channel: kafka}", 1)
+	err := s.Apply(ctx, loadConfig(t, kafkaBroker))
+	if err == nil || !strings.Contains(err.Error(), `channel backend "kafka" is not configured`) {
+		t.Fatalf("kafka without a factory: err = %v", err)
+	}
+	if err := s.Apply(ctx, loadConfig(t, strings.Replace(brokerDoc, "%s", "", 1))); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Apply(ctx, loadConfig(t, strings.Replace(brokerDoc, "%s", ", annotations: {sluice.dev/channel: jetstream}", 1)))
+	if err == nil || !strings.Contains(err.Error(), "needs a restart") {
+		t.Fatalf("changing the backend: err = %v", err)
+	}
+	s.Shutdown(ctx)
+}
