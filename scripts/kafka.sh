@@ -176,10 +176,11 @@ start() {
 	[[ "$port" != "$cport" ]] || cport="$(free_port)"
 	configure "$port" "$cport"
 	rm -rf "$data"
-	# A KRaft cluster id is 16 random bytes, base64url without padding.
+	# A KRaft cluster id is 16 random bytes, base64url without padding. It may start with
+	# "-", so it is passed as --cluster-id=ID, never as a separate argument.
 	id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 	: >"$logfile"
-	if ! java_cmd kafka.tools.StorageTool format -t "$id" -c "$conf" >>"$logfile" 2>&1; then
+	if ! java_cmd kafka.tools.StorageTool format --cluster-id="$id" --config "$conf" >>"$logfile" 2>&1; then
 		die "formatting the log dir $data failed"
 	fi
 	say "starting Kafka $version on 127.0.0.1:$port (log: $logfile)"
