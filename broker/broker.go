@@ -130,9 +130,20 @@ func (b *Broker) triggerList() []*trigger {
 	return ts
 }
 
-// subscription names a trigger's queue in the channel. Triggers of one broker share its
-// namespace, but Subscriptions and Triggers are keyed by kind to keep them apart.
+// subscriptionName names a trigger's queue in the channel. Triggers of one broker share
+// its namespace, but Subscriptions and Triggers are keyed by kind to keep them apart.
 func subscriptionName(t config.Trigger) string { return t.Key() }
+
+// deadLetterName names the queue that holds a trigger's dead-lettered events on a
+// durable channel, on their way to its dead-letter sink.
+func deadLetterName(trigger string) string { return trigger + "/dead-letter" }
+
+// durableDeadLetter reports whether tc's dead-lettered events go through the channel: on
+// a durable channel they are stored first, so that a crash between the last failed
+// attempt and the sink's answer loses nothing. A memory channel would add nothing.
+func (b *Broker) durableDeadLetter(tc config.Trigger) bool {
+	return !b.isMemory && tc.Delivery.DeadLetterSink != ""
+}
 
 // apply brings the broker's triggers in line with cfg: new ones start, changed ones are
 // updated in place, removed ones are drained in the background. The routing index is
@@ -142,38 +153,71 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg = cfg
-	want := make(map[string]config.Trigger, len(cfg.Triggers))
+	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error
 	for _, tc := range cfg.Triggers {
 		name := subscriptionName(tc)
-		want[name] = tc
-		if t, ok := b.triggers[name]; ok {
-			if !t.cfg.Equal(tc) {
-				t.cfg = tc
-				t.dispatcher.Update(b.target(tc))
-				b.log.Info("trigger updated", "broker", b.key, "trigger", name)
-			}
-		} else {
-			t, err := b.startTrigger(ctx, tc)
-			if err != nil {
+		if b.durableDeadLetter(tc) {
+			// Its queue first: the trigger's dispatcher may store into it at once.
+			dn := deadLetterName(name)
+			if err := b.ensure(ctx, dn, tc, b.deadLetterTarget(dn, tc), nil); err != nil {
 				errs = append(errs, err)
-				delete(want, name)
 				continue
 			}
-			b.triggers[name] = t
-			b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", tc.Subscriber)
+			want[dn] = true
 		}
+		var opts []delivery.Option
+		if b.isKnBr {
+			opts = append(opts, delivery.WithReplier(b.reply))
+		}
+		if !b.isMemory {
+			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
+		}
+		if err := b.ensure(ctx, name, tc, b.target(tc), opts); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		want[name] = true
 		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
 	}
 	b.index.Store(filter.NewIndex(entries))
 	for name, t := range b.triggers {
-		if _, ok := want[name]; !ok {
+		if !want[name] {
 			delete(b.triggers, name)
 			go b.retire(t)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ensure starts the dispatcher of the queue called name toward target, or updates the
+// running one if its trigger changed. Called with b.mu held.
+func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option) error {
+	if t, ok := b.triggers[name]; ok {
+		if !t.cfg.Equal(tc) {
+			t.cfg = tc
+			t.dispatcher.Update(target)
+			b.log.Info("trigger updated", "broker", b.key, "trigger", name)
+		}
+		return nil
+	}
+	t, err := b.startTrigger(ctx, name, tc, target, opts)
+	if err != nil {
+		return err
+	}
+	b.triggers[name] = t
+	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", target.URL)
+	return nil
+}
+
+// storeDeadLetter is the DeadLetterer of a trigger on a durable channel: it writes the
+// dead-letter event to the trigger's dead-letter queue.
+func (b *Broker) storeDeadLetter(trigger string) delivery.DeadLetterer {
+	route := []string{deadLetterName(trigger)}
+	return func(ctx context.Context, e *event.Event) error {
+		return b.ch.Publish(ctx, []channel.Envelope{{Event: e, Subscriptions: route}})
+	}
 }
 
 func (b *Broker) target(tc config.Trigger) delivery.Target {
@@ -192,22 +236,28 @@ func (b *Broker) target(tc config.Trigger) delivery.Target {
 	}
 }
 
-func (b *Broker) startTrigger(ctx context.Context, tc config.Trigger) (*trigger, error) {
-	name := subscriptionName(tc)
+// deadLetterTarget delivers a trigger's stored dead-letter events to its sink, with the
+// trigger's retry policy and no sink of its own: what the sink refuses is undeliverable
+// (logged and counted).
+func (b *Broker) deadLetterTarget(name string, tc config.Trigger) delivery.Target {
+	t := b.target(tc)
+	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
+	t.Policy.DeadLetterSink = ""
+	return t
+}
+
+func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option) (*trigger, error) {
 	cons, err := b.ch.Consume(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
 	}
-	opts := []delivery.Option{
+	opts := append([]delivery.Option{
 		delivery.WithClient(b.srv.client),
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
 		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
-	}
-	if b.isKnBr {
-		opts = append(opts, delivery.WithReplier(b.reply))
-	}
-	d := delivery.NewDispatcher(cons, b.target(tc), opts...)
+	}, extra...)
+	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t := &trigger{key: name, cfg: tc, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	go func() {

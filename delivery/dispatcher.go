@@ -26,14 +26,15 @@ import (
 // at most MaxInFlight + MaxPending messages are held (received and not yet settled);
 // retries wait on timers without holding a worker.
 type Dispatcher struct {
-	c          channel.Consumer
-	client     *http.Client
-	replier    Replier
-	log        *slog.Logger
-	metrics    *Metrics
-	adaptive   bool
-	maxReply   int64
-	maxPending int
+	c            channel.Consumer
+	client       *http.Client
+	replier      Replier
+	deadLetterer DeadLetterer
+	log          *slog.Logger
+	metrics      *Metrics
+	adaptive     bool
+	maxReply     int64
+	maxPending   int
 
 	target atomic.Pointer[resolved]
 	tm     atomic.Pointer[triggerMetrics]

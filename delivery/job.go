@@ -150,6 +150,23 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		d.undeliverable(j, j.dls, tm, "no dead-letter sink", false)
 		return
 	}
+	if d.deadLetterer != nil {
+		err := d.deadLetterer(ctx, j.dls)
+		if ctx.Err() != nil {
+			d.release(j)
+			return
+		}
+		j.attempt++
+		if err == nil {
+			tm.deadLettered.Inc()
+			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", t.dls.String())
+			d.settle(j)
+			return
+		}
+		o := outcome{err: err, errData: []byte(err.Error())}
+		d.failed(ctx, t, j, &o, t.dls, j.dls)
+		return
+	}
 	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0)
 	if ctx.Err() != nil {
 		d.release(j)

@@ -14,6 +14,14 @@ import (
 // is then retried, as the Knative data-plane contract asks. The Replier owns e.
 type Replier func(ctx context.Context, e *event.Event) error
 
+// DeadLetterer stores a dead-letter event (the original with the knativeerror*
+// extensions) durably for later delivery to the dead-letter sink, instead of the
+// dispatcher POSTing it there itself. A broker on a durable channel uses it to write
+// dead-lettered events through its backend: the original message is acked only once the
+// dead-letter event is stored. An error is retried with the target's policy, like a sink
+// that failed. The DeadLetterer owns e.
+type DeadLetterer func(ctx context.Context, e *event.Event) error
+
 // Option configures a Dispatcher; see NewDispatcher.
 type Option func(*Dispatcher)
 
@@ -25,6 +33,11 @@ func WithClient(c *http.Client) Option { return func(d *Dispatcher) { d.client =
 // WithReplier sets where replies go when the target has no ReplyURL. Default: none;
 // replies are then counted (replies_total{outcome="no_replier"}) and logged.
 func WithReplier(r Replier) Option { return func(d *Dispatcher) { d.replier = r } }
+
+// WithDeadLetterer hands dead-letter events to dl instead of POSTing them to the
+// target's dead-letter sink (which must still be set: it names where they go, and none
+// means the event is logged as undeliverable as usual). Default: none.
+func WithDeadLetterer(dl DeadLetterer) Option { return func(d *Dispatcher) { d.deadLetterer = dl } }
 
 // WithLogger sets the logger. Default: slog.Default(). The dispatcher adds
 // trigger="namespace/name" to every record.
