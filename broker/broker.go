@@ -53,8 +53,16 @@ type trigger struct {
 	done       chan struct{}
 }
 
-// routeBuffers pools the routing scratch space of ingest.
-var routeBuffers = sync.Pool{New: func() any { b := make([]string, 0, 16); return &b }}
+// scratch is the reusable working space of one ingest: the routes of every event, the
+// envelopes handed to Publish (which must not retain them) and where each event's routes
+// end.
+type scratch struct {
+	routes []string
+	envs   []channel.Envelope
+	ends   []int
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{routes: make([]string, 0, 16)} }}
 
 // ingest routes evs to the triggers whose filters match and stores them in the broker's
 // channel. It returns nil when every event is stored (or matched nothing); errors wrap
@@ -62,31 +70,30 @@ var routeBuffers = sync.Pool{New: func() any { b := make([]string, 0, 16); retur
 // events that matched no trigger.
 func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int, err error) {
 	idx := b.index.Load()
-	bufp := routeBuffers.Get().(*[]string)
-	routes := (*bufp)[:0]
-	envs := make([]channel.Envelope, len(evs))
-	ends := make([]int, len(evs))
-	for i, e := range evs {
-		routes = idx.Route(e, routes)
-		ends[i] = len(routes)
+	sc := scratchPool.Get().(*scratch)
+	for _, e := range evs {
+		sc.routes = idx.Route(e, sc.routes)
+		sc.ends = append(sc.ends, len(sc.routes))
 	}
 	start := 0
 	for i, e := range evs {
-		envs[i] = channel.Envelope{Event: e, Subscriptions: routes[start:ends[i]:ends[i]]}
-		if ends[i] == start {
+		end := sc.ends[i]
+		sc.envs = append(sc.envs, channel.Envelope{Event: e, Subscriptions: sc.routes[start:end:end]})
+		if end == start {
 			unmatched++
 		}
-		start = ends[i]
+		start = end
 	}
 	if b.pubWait > 0 && !b.isMemory { // a memory channel never blocks
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
 	}
-	err = b.ch.Publish(ctx, envs)
-	clear(routes)
-	*bufp = routes[:0]
-	routeBuffers.Put(bufp)
+	err = b.ch.Publish(ctx, sc.envs)
+	clear(sc.routes)
+	clear(sc.envs) // drop the event pointers
+	sc.routes, sc.envs, sc.ends = sc.routes[:0], sc.envs[:0], sc.ends[:0]
+	scratchPool.Put(sc)
 	return unmatched, err
 }
 
@@ -100,12 +107,15 @@ func (b *Broker) reply(ctx context.Context, e *event.Event) error {
 	return err
 }
 
+// defaultTTL is delivery.DefaultTTL as an extension value, formatted once.
+var defaultTTL = strconv.Itoa(delivery.DefaultTTL)
+
 // stampTTL sets the loop-guard extension on an event that enters from outside and
 // rejects one whose TTL is spent.
 func stampTTL(e *event.Event) error {
 	v, ok := e.Get(delivery.ExtTTL)
 	if !ok {
-		e.Set(delivery.ExtTTL, strconv.Itoa(delivery.DefaultTTL))
+		e.Set(delivery.ExtTTL, defaultTTL)
 		return nil
 	}
 	n, err := strconv.Atoi(v)
