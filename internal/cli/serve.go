@@ -110,6 +110,14 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(f.memoryLimit)*3/2 + 64<<20)
 	}
+	// With that limit as the backstop, collect less often than Go's default: the live
+	// heap is small next to the garbage of tens of thousands of requests a second, and
+	// each cycle costs latency. Measured with make bench's memory scenario (one run
+	// each): GOGC=400 sustained 25.6k ev/s with e2e p99 3.7 ms at half that rate, the
+	// default 100 sustained 20.7k with 5.0 ms. GOGC in the environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
