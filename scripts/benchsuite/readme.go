@@ -54,6 +54,9 @@ all traffic on 127.0.0.1.
 > **This is a --quick smoke run**: steps of {{dur .Plan.Step}}, no fine ramp. Its numbers
 > are not the benchmark; run ` + "`make bench`" + ` for those.
 {{end}}
+Go benchmarks of the hot paths (parse, filter, dispatch) with their allocations, and CPU
+and allocation profiles of the broker under load: [hot-path.md](hot-path.md).
+
 ## Machine and run
 
 | | |
