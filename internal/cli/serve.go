@@ -160,12 +160,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
 	if f.config != "" {
+		first := true // Watch first reports the config as it stands: already applied
 		go config.Watch(ctx, f.config, f.reloadInterval, func(c *config.Config) {
 			if err := srv.Apply(ctx, c); err != nil {
 				log.Error("config reloaded with errors", "err", err)
 				return
 			}
-			log.Info("config reloaded", "brokers", len(c.Brokers))
+			if !first {
+				log.Info("config reloaded", "brokers", len(c.Brokers))
+			}
+			first = false
 		}, func(err error) {
 			log.Error("config change rejected; keeping the running config", "err", err)
 		})
