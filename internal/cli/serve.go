@@ -162,14 +162,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if f.config != "" {
 		first := true // Watch first reports the config as it stands: already applied
 		go config.Watch(ctx, f.config, f.reloadInterval, func(c *config.Config) {
+			initial := first
+			first = false
 			if err := srv.Apply(ctx, c); err != nil {
 				log.Error("config reloaded with errors", "err", err)
-				return
-			}
-			if !first {
+			} else if !initial {
 				log.Info("config reloaded", "brokers", len(c.Brokers))
 			}
-			first = false
 		}, func(err error) {
 			log.Error("config change rejected; keeping the running config", "err", err)
 		})
