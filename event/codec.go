@@ -18,14 +18,10 @@ const codecVersion = 1
 
 // AppendBinary appends the binary encoding of e to dst.
 func AppendBinary(dst []byte, e *Event) []byte {
-	attrs := [...]struct{ k, v string }{
-		{AttrSpecVersion, e.SpecVersion}, {AttrID, e.ID}, {AttrSource, e.Source}, {AttrType, e.Type},
-		{AttrDataContentType, e.DataContentType}, {AttrDataSchema, e.DataSchema},
-		{AttrSubject, e.Subject}, {AttrTime, e.Time},
-	}
+	attrs := e.contextAttrs()
 	n := len(e.Extensions)
 	for _, a := range attrs {
-		if a.v != "" {
+		if a.value != "" {
 			n++
 		}
 	}
@@ -38,8 +34,8 @@ func AppendBinary(dst []byte, e *Event) []byte {
 		dst = append(dst, v...)
 	}
 	for _, a := range attrs {
-		if a.v != "" {
-			put(a.k, a.v)
+		if a.value != "" {
+			put(a.name, a.value)
 		}
 	}
 	for _, x := range e.Extensions {

@@ -52,6 +52,27 @@ type Event struct {
 	Data            []byte
 }
 
+// contextAttr is one context attribute of an event: its name, the canonical HTTP header
+// that carries it in binary mode, and its value ("" when absent).
+type contextAttr struct {
+	name, header, value string
+}
+
+// contextAttrs lists e's context attributes in the specification's order. Writers of the
+// binary-mode headers, the JSON format and the storage codec all walk this one list.
+func (e *Event) contextAttrs() [8]contextAttr {
+	return [8]contextAttr{
+		{AttrSpecVersion, hdrSpecVersion, e.SpecVersion},
+		{AttrID, hdrID, e.ID},
+		{AttrSource, hdrSource, e.Source},
+		{AttrType, hdrType, e.Type},
+		{AttrDataContentType, "Content-Type", e.DataContentType},
+		{AttrDataSchema, hdrDataSchema, e.DataSchema},
+		{AttrSubject, hdrSubject, e.Subject},
+		{AttrTime, hdrTime, e.Time},
+	}
+}
+
 // Get returns the value of the attribute or extension called name, and whether it is set.
 func (e *Event) Get(name string) (string, bool) {
 	var v string

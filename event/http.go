@@ -303,14 +303,13 @@ func WriteHeaders(h http.Header, e *Event) {
 			set(k, EncodeHeaderValue(v))
 		}
 	}
-	enc(hdrSpecVersion, e.SpecVersion)
-	enc(hdrID, e.ID)
-	enc(hdrSource, e.Source)
-	enc(hdrType, e.Type)
-	enc(hdrSubject, e.Subject)
-	enc(hdrTime, e.Time)
-	enc(hdrDataSchema, e.DataSchema)
-	set("Content-Type", e.DataContentType)
+	for _, a := range e.contextAttrs() {
+		if a.name == AttrDataContentType {
+			set(a.header, a.value) // Content-Type is a plain header, not percent-encoded
+		} else {
+			enc(a.header, a.value)
+		}
+	}
 	for _, x := range e.Extensions {
 		k := keys.key(x.Name)
 		if x.Value == "" {

@@ -166,14 +166,9 @@ func AppendJSON(dst []byte, e *Event) []byte {
 		}
 		dst = strconv.AppendQuote(append(strconv.AppendQuote(dst, k), ':'), v)
 	}
-	field(AttrSpecVersion, e.SpecVersion)
-	field(AttrID, e.ID)
-	field(AttrSource, e.Source)
-	field(AttrType, e.Type)
-	field(AttrDataContentType, e.DataContentType)
-	field(AttrDataSchema, e.DataSchema)
-	field(AttrSubject, e.Subject)
-	field(AttrTime, e.Time)
+	for _, a := range e.contextAttrs() {
+		field(a.name, a.value)
+	}
 	for _, x := range e.Extensions {
 		// Extensions are written as strings: their canonical form. Empty values count.
 		if len(dst) > first {
