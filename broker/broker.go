@@ -308,8 +308,7 @@ const durableGrace = 2 * time.Second
 // returns how many events were left undelivered and are lost: events left in a durable
 // channel are logged as kept for redelivery, not counted.
 func (b *Broker) drain(ctx context.Context) int {
-	isMemory := b.isMemory
-	if !isMemory {
+	if !b.isMemory {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, durableGrace)
 		defer cancel()
@@ -331,7 +330,7 @@ func (b *Broker) drain(ctx context.Context) int {
 	if err := b.ch.Close(); err != nil {
 		b.log.Error("closing channel", "broker", b.key, "err", err)
 	}
-	if !isMemory {
+	if !b.isMemory {
 		if n := left.Load(); n > 0 {
 			b.log.Info("events kept in the durable channel for delivery after a restart", "broker", b.key, "events", n)
 		}
