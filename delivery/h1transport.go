@@ -24,8 +24,10 @@ import (
 //
 // Connections are kept per host, at most maxIdle idle each, and closed after idleTimeout
 // unused. A request that fails on a reused connection before any response byte arrives
-// (the server closed it while idle) is sent once more on a new connection, as net/http
-// does. Response bodies must be read to EOF and closed for the connection to be reused.
+// is sent once more on a new connection: the usual cause is a server that closed the
+// idle connection; should the server have received it after all, the subscriber sees
+// the event twice, which at-least-once delivery allows. Response bodies must be read to
+// EOF and closed for the connection to be reused.
 //
 // Safe for concurrent use.
 type h1Transport struct {
@@ -65,10 +67,14 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	bp := t.bufs.Get().(*[]byte)
 	buf, err := appendRequest((*bp)[:0], req)
 	if err != nil {
-		t.bufs.Put(bp)
 		return nil, err
 	}
-	defer func() { *bp = buf[:0]; t.bufs.Put(bp) }()
+	defer func() {
+		if cap(buf) <= maxPooledRequest { // a rare large event's buffer is left to the GC
+			*bp = buf[:0]
+			t.bufs.Put(bp)
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		pc, reused, err := t.get(req.Context(), host)
 		if err != nil {
@@ -212,6 +218,9 @@ func (b *h1Body) Close() error {
 	}
 	return b.pc.c.Close()
 }
+
+// maxPooledRequest is the largest request buffer kept for reuse.
+const maxPooledRequest = 64 << 10
 
 var errBadRequest = errors.New("delivery: request cannot be sent over HTTP/1.1")
 
