@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 )
 
@@ -82,8 +83,8 @@ func encodeFixed(o Options) (prefix, suffix []byte, err error) {
 	}
 	fixed, err := json.Marshal(map[string][]string{
 		"Ce-Specversion": {"1.0"},
-		"Ce-Type":        {o.Type},
-		"Ce-Source":      {o.Source},
+		"Ce-Type":        {event.EncodeHeaderValue(o.Type)},
+		"Ce-Source":      {event.EncodeHeaderValue(o.Source)},
 		"Ce-Sluicerun":   {o.Run},
 		"Content-Type":   {cevent.ContentTypeJSON},
 	})

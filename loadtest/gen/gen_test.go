@@ -26,6 +26,8 @@ func TestWriteVegetaTargets(t *testing.T) {
 	}{
 		{"defaults", "", "", "io.triggermesh.perf.drill", "sluice.loadkit"},
 		{"custom", "com.example.ping", "/me", "com.example.ping", "/me"},
+		// Values are percent-encoded as the CloudEvents HTTP binding requires.
+		{"encoded", "café ping", "/a \"b\"", "caf%C3%A9%20ping", "/a%20%22b%22"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

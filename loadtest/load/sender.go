@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 )
 
@@ -47,7 +48,10 @@ func newSender(target *url.URL, t *cevent.Template, timeout time.Duration, std *
 	var head bytes.Buffer
 	fmt.Fprintf(&head, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-load\r\nContent-Type: %s\r\n", path, host, t.ContentType())
 	if t.Mode == cevent.Binary {
-		fmt.Fprintf(&head, "Ce-Specversion: 1.0\r\nCe-Type: %s\r\nCe-Source: %s\r\nCe-%s: %s\r\n", t.Type, t.Source, cevent.ExtRun, t.Run)
+		// Percent-encoded as the HTTP binding requires: a --type or --source with spaces,
+		// non-ASCII characters or CR/LF must not corrupt the request.
+		fmt.Fprintf(&head, "Ce-Specversion: 1.0\r\nCe-Type: %s\r\nCe-Source: %s\r\nCe-%s: %s\r\n",
+			event.EncodeHeaderValue(t.Type), event.EncodeHeaderValue(t.Source), cevent.ExtRun, t.Run)
 	}
 	return &rawSender{
 		conn: rawConn{addr: addr, timeout: timeout, dialer: net.Dialer{Timeout: timeout}},
@@ -127,8 +131,8 @@ func (s *stdSender) send(o outgoing) (int, int64, int64, error) {
 	if t.Mode == cevent.Binary {
 		h := req.Header
 		h["Ce-Specversion"] = []string{"1.0"}
-		h["Ce-Type"] = []string{t.Type}
-		h["Ce-Source"] = []string{t.Source}
+		h["Ce-Type"] = []string{event.EncodeHeaderValue(t.Type)}
+		h["Ce-Source"] = []string{event.EncodeHeaderValue(t.Source)}
 		h["Ce-Id"] = []string{string(t.AppendID(nil, o.seq))}
 		h["Ce-"+cevent.ExtRun] = []string{t.Run}
 		h["Ce-"+cevent.ExtSeq] = []string{strconv.FormatUint(o.seq, 10)}
