@@ -11,9 +11,10 @@ import (
 )
 
 func benchPayload(b *testing.B) []byte {
-	data, err := os.ReadFile("../../shared/data/sample-ce-data.json")
+	b.Helper()
+	data, err := os.ReadFile("../testdata/sample-ce-data.json")
 	if err != nil {
-		data = bytes.Repeat([]byte("x"), 2048)
+		b.Fatalf("sample payload: %v", err)
 	}
 	return data
 }

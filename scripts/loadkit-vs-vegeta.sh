@@ -9,12 +9,12 @@
 # generator did not report itself saturated). CPU is measured for every process from
 # /proc/PID/stat (utime+stime) or /usr/bin/time, as % of one core over the step.
 #
-# Usage: scripts/loadkit-vs-vegeta.sh [DATA_FILE]   (default ../shared/data/sample-ce-data.json)
+# Usage: scripts/loadkit-vs-vegeta.sh [DATA_FILE]   (default testdata/sample-ce-data.json)
 # Env:   SKIP_BUILD=1 uses an existing bin/sluice; VEGETA_RATES, SLUICE_RATES (space-separated), STEP (seconds, default 5), PORT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-DATA=${1:-$ROOT/../shared/data/sample-ce-data.json}
+DATA=${1:-$ROOT/testdata/sample-ce-data.json}
 STEP=${STEP:-5}
 PORT=${PORT:-9311}
 VEGETA_RATES=${VEGETA_RATES:-"6000 8000 10000 12000 14000"}

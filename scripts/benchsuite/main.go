@@ -69,7 +69,7 @@ func run() error {
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run: "+strings.Join(allScenarios, ","))
 	flag.StringVar(&o.out, "out", "docs/benchmarks", "output directory: README.md and results/ are written there")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary to run (default: build ./cmd/sluice into bin/sluice first)")
-	flag.StringVar(&o.data, "data", "../shared/data/sample-ce-data.json", "event data file (2 KiB JSON)")
+	flag.StringVar(&o.data, "data", "testdata/sample-ce-data.json", "event data file (2 KiB JSON)")
 	flag.Parse()
 	o.kafka = os.Getenv("SLUICE_KAFKA_BROKERS")
 	for _, s := range strings.Split(scen, ",") {

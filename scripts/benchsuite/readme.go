@@ -48,7 +48,7 @@ const readmeTemplate = `# Sluice benchmarks
 template in scripts/benchsuite/readme.go, not this file. -->
 
 Whole-system benchmarks on one machine: load generator, broker and receiver(s) share
-the same cores. 2 KiB binary-mode CloudEvents (` + "`../shared/data/sample-ce-data.json`" + `),
+the same cores. 2 KiB binary-mode CloudEvents (` + "`testdata/sample-ce-data.json`" + `),
 all traffic on 127.0.0.1.
 {{if .Quick}}
 > **This is a --quick smoke run**: steps of {{dur .Plan.Step}}, no fine ramp. Its numbers

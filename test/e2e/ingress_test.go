@@ -13,9 +13,9 @@ import (
 
 func samplePayload(t *testing.T) []byte {
 	t.Helper()
-	data, err := os.ReadFile("../../../shared/data/sample-ce-data.json")
+	data, err := os.ReadFile("../../testdata/sample-ce-data.json")
 	if err != nil {
-		t.Skipf("shared sample payload not found: %v", err)
+		t.Fatalf("sample payload: %v", err)
 	}
 	return data
 }
