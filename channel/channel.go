@@ -89,3 +89,20 @@ type Admitter interface {
 	// Publish may still return ErrFull.
 	Admits(n int64) bool
 }
+
+// Durable is implemented by channels whose stored events outlive the process: after a
+// crash or a shutdown, what was not settled is delivered again. The broker uses it to
+// decide whether Publish may block on I/O (and so gets a publish timeout), whether a
+// trigger's dead letters are stored in the channel before the original is settled, and
+// whether events left at shutdown are lost (memory) or kept for redelivery (durable).
+// A channel that does not implement it is not durable.
+type Durable interface {
+	// Durable reports true when stored events survive the process.
+	Durable() bool
+}
+
+// IsDurable reports whether ch keeps its events across a restart (see Durable).
+func IsDurable(ch Channel) bool {
+	d, ok := ch.(Durable)
+	return ok && d.Durable()
+}
