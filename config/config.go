@@ -133,7 +133,7 @@ func normSpecs(s []filter.Spec) []filter.Spec {
 	return s
 }
 
-// Delivery is a resolved Knative DeliverySpec. See DESIGN.md's delivery timing for how
+// Delivery is a resolved Knative DeliverySpec. docs/delivery.md ("Retry timing") says how
 // Retry, BackoffPolicy, BackoffDelay and RetryAfterMax are applied.
 type Delivery struct {
 	// Retry is the number of retries after the first attempt.

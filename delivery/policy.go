@@ -91,7 +91,7 @@ func (p Policy) timeout() time.Duration {
 }
 
 // Wait returns how long to wait before the retry-th retry (retry = 1 for the wait
-// between the first and the second attempt), as DESIGN.md pins it:
+// between the first and the second attempt), as docs/delivery.md ("Retry timing") pins it:
 //
 //	linear:       w = Delay × n
 //	exponential:  w = Delay × 2^(n−1)

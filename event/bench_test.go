@@ -32,8 +32,8 @@ func benchRequest(data []byte) *http.Request {
 
 // BenchmarkReadRequest parses a binary-mode request with a 2 KiB body, as ingress does.
 // Compare BenchmarkReadRequestSDK: the same request through cloudevents/sdk-go's HTTP
-// binding, which Sluice does not use on the hot path (it is slower and, as DESIGN.md
-// notes, does not percent-decode header values or reject invalid extension names).
+// binding, which Sluice does not use on the hot path (it is slower, and it
+// does not percent-decode header values or reject invalid extension names).
 func BenchmarkReadRequest(b *testing.B) {
 	data := benchPayload(b)
 	r := benchRequest(data)

@@ -191,7 +191,7 @@ compete for the same cores, as the issue asks.
 {{end}}{{end}}{{end}}
 ## Reference: what the Knative reports showed
 
-From DESIGN.md (public load-test reports of Knative Eventing, 2019–2021, 2 KiB events),
+From [the reference reports](../reference-reports.md) (public load-test reports of Knative Eventing, 2019–2021, 2 KiB events),
 for comparison only — different hardware, more machines:
 
 | system | result |
