@@ -8,7 +8,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -27,30 +26,26 @@ import (
 // Broker is one addressable broker or channel (`/<namespace>/<name>`): its channel, the
 // routing index of its triggers and their dispatchers. Ingress and replies may use it
 // concurrently with a reload.
+//
+// Goroutines: the broker owns one per trigger running its dispatcher (runs) and one per
+// trigger a reload removed while it drains (retiring); drain waits for both.
 type Broker struct {
-	key      string
-	cfg      config.Broker
-	isKnBr   bool // a Broker (TTL applies), not a Channel
-	isMemory bool // the channel is a memory channel
-	ch       channel.Channel
-	index    atomic.Pointer[filter.Index]
-	log      *slog.Logger
-	srv      *Server
-	pubWait  time.Duration
-	m        brokerMetrics
+	key     string
+	isKnBr  bool // a Broker (TTL applies), not a Channel
+	durable bool // channel.IsDurable(ch): stored events outlive the process
+	ch      channel.Channel
+	index   atomic.Pointer[filter.Index]
+	log     *slog.Logger
+	srv     *Server
+	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
+	m       brokerMetrics
+
+	cfg      config.Broker // written by apply only (under the server's applyMu)
+	runs     sync.WaitGroup
+	retiring retirements
 
 	mu       sync.Mutex
 	triggers map[string]*trigger
-}
-
-// trigger is one running subscription: its consumer and dispatcher.
-type trigger struct {
-	key        string
-	cfg        config.Trigger
-	consumer   channel.Consumer
-	dispatcher *delivery.Dispatcher
-	cancel     context.CancelFunc
-	done       chan struct{}
 }
 
 // scratch is the reusable working space of one ingest: the routes of every event, the
@@ -84,7 +79,7 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 		}
 		start = end
 	}
-	if b.pubWait > 0 && !b.isMemory { // a memory channel never blocks
+	if b.pubWait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
@@ -140,201 +135,48 @@ func (b *Broker) triggerList() []*trigger {
 	return ts
 }
 
-// subscriptionName names a trigger's queue in the channel. Triggers of one broker share
-// its namespace, but Subscriptions and Triggers are keyed by kind to keep them apart.
-func subscriptionName(t config.Trigger) string { return t.Key() }
-
-// deadLetterName names the queue that holds a trigger's dead-lettered events on a
-// durable channel, on their way to its dead-letter sink.
-func deadLetterName(trigger string) string { return trigger + "/dead-letter" }
-
-// durableDeadLetter reports whether tc's dead-lettered events go through the channel: on
-// a durable channel they are stored first, so that a crash between the last failed
-// attempt and the sink's answer loses nothing. A memory channel would add nothing.
-func (b *Broker) durableDeadLetter(tc config.Trigger) bool {
-	return !b.isMemory && tc.Delivery.DeadLetterSink != ""
-}
-
-// apply brings the broker's triggers in line with cfg: new ones start, changed ones are
-// updated in place, removed ones are drained in the background. The routing index is
-// swapped only after every new trigger's queue exists, and before removed ones go, so no
-// routed event finds no queue.
-func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.cfg = cfg
-	want := make(map[string]bool, len(cfg.Triggers))
-	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
-	var errs []error
-	for _, tc := range cfg.Triggers {
-		name := subscriptionName(tc)
-		if b.durableDeadLetter(tc) {
-			// Its queue first: the trigger's dispatcher may store into it at once.
-			dn := deadLetterName(name)
-			if err := b.ensure(ctx, dn, tc, b.deadLetterTarget(dn, tc), nil); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			want[dn] = true
-		}
-		var opts []delivery.Option
-		if b.isKnBr {
-			opts = append(opts, delivery.WithReplier(b.reply))
-		}
-		if !b.isMemory {
-			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
-		}
-		if err := b.ensure(ctx, name, tc, b.target(tc), opts); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		want[name] = true
-		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
-	}
-	b.index.Store(filter.NewIndex(entries))
-	for name, t := range b.triggers {
-		if !want[name] {
-			delete(b.triggers, name)
-			go b.retire(t)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ensure starts the dispatcher of the queue called name toward target, or updates the
-// running one if its trigger changed. Called with b.mu held.
-func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option) error {
-	if t, ok := b.triggers[name]; ok {
-		if !t.cfg.Equal(tc) {
-			t.cfg = tc
-			t.dispatcher.Update(target)
-			b.log.Info("trigger updated", "broker", b.key, "trigger", name)
-		}
-		return nil
-	}
-	t, err := b.startTrigger(ctx, name, tc, target, opts)
-	if err != nil {
-		return err
-	}
-	b.triggers[name] = t
-	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", target.URL)
-	return nil
-}
-
-// storeDeadLetter is the DeadLetterer of a trigger on a durable channel: it writes the
-// dead-letter event to the trigger's dead-letter queue.
-func (b *Broker) storeDeadLetter(trigger string) delivery.DeadLetterer {
-	route := []string{deadLetterName(trigger)}
-	return func(ctx context.Context, e *event.Event) error {
-		return b.ch.Publish(ctx, []channel.Envelope{{Event: e, Subscriptions: route}})
-	}
-}
-
-func (b *Broker) target(tc config.Trigger) delivery.Target {
-	d := tc.Delivery
-	policy := delivery.Policy{
-		Retry: d.Retry, Delay: d.BackoffDelay, Timeout: d.Timeout,
-		RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
-		Backoff: delivery.Exponential,
-	}
-	if d.BackoffPolicy == "linear" {
-		policy.Backoff = delivery.Linear
-	}
-	return delivery.Target{
-		Name: tc.Key(), URL: tc.Subscriber, ReplyURL: tc.Reply, Policy: policy,
-		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight,
-	}
-}
-
-// deadLetterTarget delivers a trigger's stored dead-letter events to its sink, with the
-// trigger's retry policy and no sink of its own: what the sink refuses is undeliverable
-// (logged and counted).
-func (b *Broker) deadLetterTarget(name string, tc config.Trigger) delivery.Target {
-	t := b.target(tc)
-	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
-	t.Policy.DeadLetterSink = ""
-	return t
-}
-
-func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option) (*trigger, error) {
-	cons, err := b.ch.Consume(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
-	}
-	opts := append([]delivery.Option{
-		delivery.WithClient(b.srv.client),
-		delivery.WithLogger(b.log.With("broker", b.key)),
-		delivery.WithMetrics(b.srv.deliveryMetrics),
-		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
-	}, extra...)
-	d := delivery.NewDispatcher(cons, target, opts...)
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := &trigger{key: name, cfg: tc, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {
-			b.log.Error("dispatcher stopped", "trigger", name, "err", err)
-		}
-	}()
-	return t, nil
-}
-
-// retire drains a removed trigger's queue to its subscriber for up to the shutdown
-// timeout, then deletes the queue, logging what was left undelivered.
-func (b *Broker) retire(t *trigger) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.srv.opts.shutdownTimeout)
-	defer cancel()
-	left := t.dispatcher.Drain(ctx)
-	t.cancel()
-	<-t.done
-	if err := b.ch.Remove(ctx, t.key); err != nil {
-		b.log.Error("trigger removed with events left", "trigger", t.key, "err", err)
-	}
-	b.srv.deliveryMetrics.Forget(t.key)
-	if left > 0 {
-		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
-	} else {
-		b.log.Info("trigger removed", "trigger", t.key)
-	}
-}
-
 // durableGrace bounds how long a durable channel's dispatchers keep delivering on
 // shutdown: what they have not delivered by then stays stored and is delivered after a
 // restart, so there is no reason to hold the shutdown for the whole backlog.
 const durableGrace = 2 * time.Second
 
 // drain delivers what is queued for every trigger until ctx ends (a memory channel) or
-// for durableGrace at most (a durable one), then stops them and closes the channel. It
-// returns how many events were left undelivered and are lost: events left in a durable
-// channel are logged as kept for redelivery, not counted.
+// for durableGrace at most (a durable one), stops them, waits for the triggers still
+// retiring and closes the channel. No reload may run meanwhile.
+//
+// It returns how many deliveries were lost: on a memory channel, the events the
+// dispatchers held or that were still queued when they stopped, once per trigger; on a
+// durable one, none (what is left is logged as kept for redelivery). Either way it adds
+// what the retirements still running left.
 func (b *Broker) drain(ctx context.Context) int {
-	if !b.isMemory {
+	if b.durable {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, durableGrace)
 		defer cancel()
 	}
 	ts := b.triggerList()
-	var left atomic.Int64
+	var held atomic.Int64
 	var wg sync.WaitGroup
 	for _, t := range ts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := t.dispatcher.Drain(ctx)
-			t.cancel()
-			<-t.done
-			left.Add(int64(n))
-		}()
+		wg.Go(func() { held.Add(int64(t.stop(ctx))) })
 	}
 	wg.Wait()
+	left := b.retiring.wait()
+	b.runs.Wait() // every dispatcher has returned: nothing takes from the queues any more
+	if b.durable {
+		if n := held.Load(); n > 0 {
+			b.log.Info("events kept in the durable channel for delivery after a restart", "broker", b.key, "events", n)
+		}
+	} else {
+		// Nothing adds to the queues either: ingress refuses (shutdown) or no longer
+		// routes here (removal), and replies come only from the dispatchers just stopped.
+		left += int(held.Load())
+		for _, t := range ts {
+			left += t.consumer.Len()
+		}
+	}
 	if err := b.ch.Close(); err != nil {
 		b.log.Error("closing channel", "broker", b.key, "err", err)
 	}
-	if !b.isMemory {
-		if n := left.Load(); n > 0 {
-			b.log.Info("events kept in the durable channel for delivery after a restart", "broker", b.key, "events", n)
-		}
-		return 0
-	}
-	return int(left.Load())
+	return left
 }

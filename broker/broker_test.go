@@ -2,18 +2,15 @@ package broker
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
 )
@@ -49,26 +46,6 @@ func TestStampTTL(t *testing.T) {
 	}
 }
 
-func loadConfig(t *testing.T, yaml string) *config.Config {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-const brokerDoc = "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: ns%s}\n"
-
-func triggerDoc(name, typ, url string) string {
-	return "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: " + name + ", namespace: ns}\n" +
-		"spec: {broker: b, filter: {attributes: {type: " + typ + "}}, subscriber: {uri: \"" + url + "\"}}\n"
-}
-
 // TestApplyRoutesAndRetires checks ingest routes by filter, a reload adds a trigger, and
 // a removed trigger stops receiving while the one that stays keeps everything.
 func TestApplyRoutesAndRetires(t *testing.T) {
@@ -77,9 +54,9 @@ func TestApplyRoutesAndRetires(t *testing.T) {
 	defer subA.Close()
 	subB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gotB.Add(1); w.WriteHeader(202) }))
 	defer subB.Close()
-	s := NewServer(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithShutdownTimeout(5*time.Second))
+	s := newTestServer(t, nil, WithShutdownTimeout(5*time.Second))
 	ctx := context.Background()
-	one := strings.Replace(brokerDoc, "%s", "", 1) + triggerDoc("a", "type.a", subA.URL)
+	one := plainBroker() + triggerDoc("a", "type.a", subA.URL)
 	if err := s.Apply(ctx, loadConfig(t, one)); err != nil {
 		t.Fatal(err)
 	}
@@ -130,19 +107,47 @@ func TestApplyRoutesAndRetires(t *testing.T) {
 }
 
 func TestApplyChannelErrors(t *testing.T) {
-	s := NewServer(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s := newTestServer(t, nil)
 	ctx := context.Background()
-	kafkaBroker := strings.Replace(brokerDoc, "%s", ", annotations: {sluice.dev/channel: kafka}", 1)
+	kafkaBroker := fmt.Sprintf(brokerDoc, ", annotations: {sluice.dev/channel: kafka}")
 	err := s.Apply(ctx, loadConfig(t, kafkaBroker))
-	if err == nil || !strings.Contains(err.Error(), `channel backend "kafka" is not configured`) {
-		t.Fatalf("kafka without a factory: err = %v", err)
+	if err == nil || !strings.Contains(err.Error(), `broker ns/b: channel backend "kafka" is not configured`) {
+		t.Fatalf("kafka the opener cannot open: err = %v", err)
 	}
-	if err := s.Apply(ctx, loadConfig(t, strings.Replace(brokerDoc, "%s", "", 1))); err != nil {
+	if err := s.Apply(ctx, loadConfig(t, plainBroker())); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Apply(ctx, loadConfig(t, strings.Replace(brokerDoc, "%s", ", annotations: {sluice.dev/channel: jetstream}", 1)))
+	err = s.Apply(ctx, loadConfig(t, fmt.Sprintf(brokerDoc, ", annotations: {sluice.dev/channel: jetstream}")))
 	if err == nil || !strings.Contains(err.Error(), "needs a restart") {
 		t.Fatalf("changing the backend: err = %v", err)
 	}
 	s.Shutdown(ctx)
+	if err := s.Apply(ctx, loadConfig(t, plainBroker())); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Apply after Shutdown: err = %v, want ErrShutdown", err)
+	}
+}
+
+func TestNewServerOptions(t *testing.T) {
+	open := memoryOpener(nil)
+	tests := []struct {
+		opts []Option
+		want string // "" = valid
+	}{
+		{[]Option{WithChannelOpener(open)}, ""},
+		{nil, "WithChannelOpener is required"},
+		{[]Option{WithChannelOpener(open), WithMaxEventBytes(0)}, "WithMaxEventBytes(0)"},
+		{[]Option{WithChannelOpener(open), WithShutdownTimeout(-time.Second)}, "WithShutdownTimeout(-1s)"},
+		{[]Option{WithChannelOpener(open), WithPublishTimeout(0)}, "WithPublishTimeout(0s)"},
+		{[]Option{WithChannelOpener(open), WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
+		{[]Option{WithChannelOpener(open), WithLogger(nil)}, "WithLogger(nil)"},
+	}
+	for _, tt := range tests {
+		_, err := NewServer(tt.opts...)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("valid options: %v", err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("err = %v, want one naming %s", err, tt.want)
+		}
+	}
 }

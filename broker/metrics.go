@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the ingress's Prometheus metrics. Queue depth and bytes are read at scrape
-// time by the Server's collector.
+// Metrics are the ingress's Prometheus metrics. Queue depth is read at scrape time by the
+// Server's collector.
 type Metrics struct {
 	received  *prometheus.CounterVec
 	accepted  *prometheus.CounterVec
@@ -59,12 +59,11 @@ func (m *Metrics) forBroker(key string) brokerMetrics {
 	}
 }
 
-// queueCollector reports each trigger's queue depth and the memory budget at scrape time.
+// queueCollector reports each trigger's queue depth at scrape time. The memory
+// channels' byte budget is reported by channel/registry, which owns it.
 type queueCollector struct {
-	s          *Server
-	depth      *prometheus.Desc
-	bytes      *prometheus.Desc
-	bytesLimit *prometheus.Desc
+	s     *Server
+	depth *prometheus.Desc
 }
 
 func newQueueCollector(s *Server) *queueCollector {
@@ -72,17 +71,10 @@ func newQueueCollector(s *Server) *queueCollector {
 		s: s,
 		depth: prometheus.NewDesc("sluice_queue_depth", "Events waiting for delivery, per trigger (consumer lag on durable channels).",
 			[]string{"broker", "trigger"}, nil),
-		bytes: prometheus.NewDesc("sluice_queue_bytes", "Bytes of events held by memory channels.", nil, nil),
-		bytesLimit: prometheus.NewDesc("sluice_queue_bytes_limit", "The memory channels' byte budget (--memory-limit).",
-			nil, nil),
 	}
 }
 
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.depth
-	ch <- c.bytes
-	ch <- c.bytesLimit
-}
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.depth }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range c.s.snapshot() {
@@ -90,6 +82,4 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(t.consumer.Len()), b.key, t.key)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(c.s.budget.Used()))
-	ch <- prometheus.MustNewConstMetric(c.bytesLimit, prometheus.GaugeValue, float64(c.s.budget.Limit()))
 }

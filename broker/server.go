@@ -9,127 +9,67 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-broker/sluice/channel"
-	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 )
 
-// ChannelFactory opens the channel of a broker. backend is the broker's
-// `sluice.dev/channel` choice, or the server's default when the broker names none.
-type ChannelFactory func(ctx context.Context, backend string, b config.Broker) (channel.Channel, error)
-
-// Option configures a Server.
-type Option func(*options)
-
-type options struct {
-	maxEventBytes   int64
-	memoryLimit     int64
-	shutdownTimeout time.Duration
-	publishTimeout  time.Duration
-	maxInFlight     int
-	fixedInFlight   bool
-	defaultChannel  string
-	factory         ChannelFactory
-	logger          *slog.Logger
-	registry        prometheus.Registerer
-	client          *http.Client
-}
-
-// Defaults of the server's options.
-const (
-	DefaultMaxEventBytes   = 1 << 20
-	DefaultMemoryLimit     = 64 << 20
-	DefaultShutdownTimeout = 30 * time.Second
-	DefaultPublishTimeout  = 5 * time.Second
-	DefaultMaxInFlight     = 256
-)
-
-// WithMaxEventBytes bounds a request body; larger ones get 413. Default 1 MiB.
-func WithMaxEventBytes(n int64) Option { return func(o *options) { o.maxEventBytes = n } }
-
-// WithMemoryLimit bounds the bytes all memory channels hold together; when it is reached
-// ingress answers 429. Default 64 MiB.
-func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
-
-// WithShutdownTimeout bounds how long Shutdown, and the removal of a trigger, wait for
-// queued events to be delivered. Default 30 s.
-func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
-
-// WithPublishTimeout bounds how long ingress waits for a channel to store a request's
-// events before answering 503. Default 5 s.
-func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
-
-// WithMaxInFlight bounds the concurrent deliveries of one trigger. Default 256.
-func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
-
-// WithFixedInFlight turns off the adaptive (AIMD) in-flight limit toward subscribers:
-// every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
-func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
-
-// WithDefaultChannel names the backend of brokers that choose none. Default "memory".
-func WithDefaultChannel(name string) Option { return func(o *options) { o.defaultChannel = name } }
-
-// WithChannelFactory opens the channels of backends other than memory.
-func WithChannelFactory(f ChannelFactory) Option { return func(o *options) { o.factory = f } }
-
-// WithLogger sets the logger. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithRegisterer registers the server's metrics with reg. Default: a private registry.
-func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.registry = reg } }
-
-// WithClient sets the HTTP client of every dispatcher. Default delivery.NewClient().
-func WithClient(c *http.Client) Option { return func(o *options) { o.client = c } }
+// ErrShutdown is returned by Apply once Shutdown has begun.
+var ErrShutdown = errors.New("broker: the server is shut down; the configuration was not applied")
 
 // Server runs the brokers of one configuration: their ingress, channels and dispatchers.
 // It is safe for concurrent use; Apply may run while requests are served.
+//
+// Goroutines: the Server owns the retirements of the brokers a reload removed; each
+// Broker owns its triggers' dispatchers and the retirements of the triggers a reload
+// removed; each delivery.Dispatcher owns its workers. Shutdown waits for all of them.
 type Server struct {
 	opts            options
 	log             *slog.Logger
-	budget          *memory.Budget
 	client          *http.Client
 	metrics         *Metrics
 	deliveryMetrics *delivery.Metrics
 
 	brokers  atomic.Pointer[map[string]*Broker]
-	applyMu  sync.Mutex
 	ingestMu sync.RWMutex // held for reading while a request stores events
 	draining atomic.Bool
 	ready    atomic.Bool
+
+	// life is the parent of every dispatcher's and retirement's context: Shutdown cancels
+	// it when its own context ends, so that nothing outlives its deadline.
+	life    context.Context
+	end     context.CancelFunc
+	removed retirements // brokers a reload removed, draining
+
+	applyMu sync.Mutex // serialises Apply and Shutdown
+	closed  bool       // Shutdown has begun (guarded by applyMu)
 }
 
-// NewServer returns a server with no brokers; call Apply with a configuration.
-func NewServer(opts ...Option) *Server {
-	o := options{
-		maxEventBytes: DefaultMaxEventBytes, memoryLimit: DefaultMemoryLimit,
-		shutdownTimeout: DefaultShutdownTimeout, publishTimeout: DefaultPublishTimeout,
-		maxInFlight: DefaultMaxInFlight, defaultChannel: "memory",
-	}
+// NewServer returns a server with no brokers; call Apply with a configuration. It
+// returns an error naming an invalid option; WithChannelOpener is required.
+func NewServer(opts ...Option) (*Server, error) {
+	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.logger == nil {
-		o.logger = slog.Default()
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	if o.registry == nil {
 		o.registry = prometheus.NewRegistry()
 	}
-	if o.client == nil {
-		o.client = delivery.NewClient()
-	}
 	s := &Server{
-		opts: o, log: o.logger, budget: memory.NewBudget(o.memoryLimit), client: o.client,
+		opts: o, log: o.logger, client: delivery.NewClient(),
 		metrics: NewMetrics(o.registry), deliveryMetrics: delivery.NewMetrics(o.registry),
 	}
+	s.life, s.end = context.WithCancel(context.Background())
 	o.registry.MustRegister(newQueueCollector(s))
 	empty := map[string]*Broker{}
 	s.brokers.Store(&empty)
-	return s
+	return s, nil
 }
 
 func (s *Server) lookup(key string) *Broker { return (*s.brokers.Load())[key] }
@@ -145,26 +85,16 @@ func (s *Server) snapshot() []*Broker {
 	return bs
 }
 
-func (s *Server) openChannel(ctx context.Context, bc config.Broker) (channel.Channel, error) {
-	backend := bc.Channel
-	if backend == "" {
-		backend = s.opts.defaultChannel
-	}
-	if backend == "memory" {
-		return memory.New(memory.WithBudget(s.budget)), nil
-	}
-	if s.opts.factory == nil {
-		return nil, fmt.Errorf("channel backend %q is not configured on this server", backend)
-	}
-	return s.opts.factory(ctx, backend, bc)
-}
-
 // Apply makes cfg the running configuration: brokers and triggers are added, updated or
-// removed. Removed triggers and brokers drain their queues in the background. An error
-// names what could not be applied; the rest is applied.
+// removed. Removed triggers and brokers drain their queues in the background, for up to
+// the shutdown timeout. An error names what could not be applied; the rest is applied.
+// After Shutdown has begun, Apply applies nothing and returns ErrShutdown.
 func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if s.closed {
+		return ErrShutdown
+	}
 	old := *s.brokers.Load()
 	next := make(map[string]*Broker, len(cfg.Brokers))
 	var errs []error
@@ -177,19 +107,13 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 			bc.Channel = b.cfg.Channel
 		}
 		if b == nil {
-			ch, err := s.openChannel(ctx, bc)
+			ch, err := s.opts.open(ctx, bc)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
 				continue
 			}
-			_, isMemory := ch.(*memory.Channel)
-			b = &Broker{
-				isMemory: isMemory,
-				key:      key, isKnBr: bc.Kind == "" || bc.Kind == "Broker", ch: ch, srv: s,
-				log: s.log, pubWait: s.opts.publishTimeout, triggers: map[string]*trigger{},
-				m: s.metrics.forBroker(key),
-			}
-			s.log.Info("broker started", "broker", key, "channel", backendName(bc.Channel, s.opts.defaultChannel))
+			b = newBroker(s, bc, ch)
+			s.log.Info("broker started", "broker", key, "durable", b.durable)
 		}
 		if err := b.apply(ctx, bc); err != nil {
 			errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
@@ -199,46 +123,72 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 	s.brokers.Store(&next)
 	for key, b := range old {
 		if _, ok := next[key]; !ok {
-			go func() {
-				dctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
+			s.removed.start(func() int {
+				ctx, cancel := context.WithTimeout(s.life, s.opts.shutdownTimeout)
 				defer cancel()
-				if left := b.drain(dctx); left > 0 {
-					s.log.Error("broker removed before its queues drained", "broker", key, "undelivered", left)
+				left := b.drain(ctx)
+				for _, t := range b.triggerList() {
+					t.forget(s)
 				}
-				s.log.Info("broker removed", "broker", key)
-			}()
+				if left > 0 {
+					s.log.Error("broker removed before its queues drained", "broker", key, "undelivered", left)
+				} else {
+					s.log.Info("broker removed", "broker", key)
+				}
+				return left
+			})
 		}
 	}
 	s.ready.Store(true)
 	return errors.Join(errs...)
 }
 
-func backendName(b, def string) string {
-	if b == "" {
-		return def
-	}
-	return b
-}
-
-// Shutdown stops accepting events (ingress answers 503), delivers what is queued until
-// ctx ends, then stops every dispatcher and closes the channels. It returns the number of
-// events left undelivered (logged by the dispatchers).
+// Shutdown stops accepting events (ingress answers 503) and configurations (Apply
+// returns ErrShutdown, waiting first for one in progress), delivers what is queued until
+// ctx ends, then stops every dispatcher and closes the channels. It waits for every
+// goroutine the server started, removals of triggers and brokers included.
+//
+// It returns the number of deliveries lost: events held or still queued on memory
+// channels when their dispatchers stopped, counted once per trigger they were routed
+// to, plus what the removals still in progress left. Events left in a durable channel
+// are kept for redelivery after a restart and not counted. Calling Shutdown again
+// returns 0.
 func (s *Server) Shutdown(ctx context.Context) int {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed {
+		return 0
+	}
+	s.closed = true
 	s.draining.Store(true)
 	s.ready.Store(false)
 	// Taking the write lock waits out every request that is storing events now.
 	s.ingestMu.Lock()
 	//lint:ignore SA2001 the lock is the wait; nothing needs doing under it
 	s.ingestMu.Unlock()
+	// When ctx ends, so does every retirement still delivering: nothing outlives the
+	// deadline.
+	stop := context.AfterFunc(ctx, s.end)
+	defer stop()
+	defer s.end()
 	var left atomic.Int64
 	var wg sync.WaitGroup
 	for _, b := range s.snapshot() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			left.Add(int64(b.drain(ctx)))
-		}()
+		wg.Go(func() { left.Add(int64(b.drain(ctx))) })
 	}
 	wg.Wait()
-	return int(left.Load())
+	return int(left.Load()) + s.removed.wait()
+}
+
+// newBroker returns the broker of bc on ch, with no triggers yet.
+func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
+	b := &Broker{
+		key: bc.Key(), cfg: bc, isKnBr: bc.Kind == "" || bc.Kind == "Broker", ch: ch,
+		durable: channel.IsDurable(ch), srv: s, log: s.log, triggers: map[string]*trigger{},
+		m: s.metrics.forBroker(bc.Key()),
+	}
+	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
+		b.pubWait = s.opts.publishTimeout
+	}
+	return b
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/delivery"
 )
 
 // serveFlags are the flags of `sluice serve`.
@@ -42,7 +44,7 @@ type serveFlags struct {
 func newServeCmd() *cobra.Command {
 	f := serveFlags{
 		maxEventBytes: broker.DefaultMaxEventBytes,
-		memoryLimit:   broker.DefaultMemoryLimit,
+		memoryLimit:   64 << 20,
 	}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -66,7 +68,7 @@ Channel and Subscription manifests; it is watched and reloaded without dropping 
 	fl.Var(&f.memoryLimit, "memory-limit", "bytes all memory channels may hold together; when full, ingress answers 429")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
-	fl.IntVar(&f.maxInFlight, "max-in-flight", broker.DefaultMaxInFlight, "concurrent deliveries per trigger")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
 	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -121,23 +123,24 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	factory, closeChannels, err := f.channels.open(ctx, log, reg)
+	open, closeChannels, err := f.channels.open(ctx, log, reg, int64(f.memoryLimit))
 	if err != nil {
 		return err
 	}
 	defer closeChannels()
-	srv := broker.NewServer(
+	srv, err := broker.NewServer(
+		broker.WithChannelOpener(open),
 		broker.WithLogger(log),
 		broker.WithRegisterer(reg),
 		broker.WithMaxEventBytes(int64(f.maxEventBytes)),
-		broker.WithMemoryLimit(int64(f.memoryLimit)),
 		broker.WithShutdownTimeout(f.shutdownTimeout),
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
 		broker.WithFixedInFlight(f.fixedInFlight),
-		broker.WithDefaultChannel(f.channels.defaultChannel),
-		broker.WithChannelFactory(factory),
 	)
+	if err != nil {
+		return err
+	}
 	if err := srv.Apply(ctx, cfg); err != nil {
 		srv.Shutdown(ctx)
 		return fmt.Errorf("starting brokers: %w", err)
@@ -159,31 +162,43 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	printIngestURLs(cmd, ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
+	// runServe owns two goroutines, the config watcher and the HTTP server, and waits
+	// for both before it returns.
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	if f.config != "" {
 		first := true // Watch first reports the config as it stands: already applied
-		go config.Watch(ctx, f.config, f.reloadInterval, func(c *config.Config) {
-			initial := first
-			first = false
-			if err := srv.Apply(ctx, c); err != nil {
-				log.Error("config reloaded with errors", "err", err)
-			} else if !initial {
-				log.Info("config reloaded", "brokers", len(c.Brokers))
-			}
-		}, func(err error) {
-			log.Error("config change rejected; keeping the running config", "err", err)
+		bg.Go(func() {
+			config.Watch(watchCtx, f.config, f.reloadInterval, func(c *config.Config) {
+				initial := first
+				first = false
+				switch err := srv.Apply(watchCtx, c); {
+				case errors.Is(err, broker.ErrShutdown): // too late: shutting down
+				case err != nil:
+					log.Error("config reloaded with errors", "err", err)
+				case !initial:
+					log.Info("config reloaded", "brokers", len(c.Brokers))
+				}
+			}, func(err error) {
+				log.Error("config change rejected; keeping the running config", "err", err)
+			})
 		})
 	}
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	bg.Go(func() { serveErr <- hs.Serve(ln) })
 	select {
 	case err := <-serveErr:
+		stopWatch()
 		srv.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
 
 	log.Info("shutting down: refusing new events, delivering queued ones", "timeout", f.shutdownTimeout)
+	stopWatch() // Shutdown refuses a reload anyway; this ends the watcher's goroutine
 	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
 	left := srv.Shutdown(dctx)

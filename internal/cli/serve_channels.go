@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/jetstream"
 	"github.com/sluice-broker/sluice/channel/kafka"
+	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
 )
 
@@ -39,7 +40,7 @@ func (c *channelFlags) register(fl *pflag.FlagSet) {
 
 // open prepares the durable backends the flags ask for and returns the factory that
 // opens one broker's channel on them, and a function that closes them after the brokers.
-func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (broker.ChannelFactory, func(), error) {
+func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, memoryLimit int64) (broker.ChannelOpener, func(), error) {
 	switch c.defaultChannel {
 	case "memory", "jetstream", "kafka":
 	default:
@@ -71,13 +72,28 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 			}
 		})
 	}
-	factory := func(ctx context.Context, backend string, b config.Broker) (channel.Channel, error) {
+	budget := memory.NewBudget(memoryLimit)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_queue_bytes", Help: "Bytes of events held by memory channels."},
+		func() float64 { return float64(budget.Used()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_queue_bytes_limit", Help: "The memory channels' byte budget (--memory-limit)."},
+		func() float64 { return float64(budget.Limit()) }))
+	factory := func(ctx context.Context, b config.Broker) (channel.Channel, error) {
+		backend := b.Channel
+		if backend == config.ChannelDefault {
+			backend = c.defaultChannel
+		}
 		switch backend {
+		case "memory":
+			return memory.New(memory.WithBudget(budget)), nil
 		case "jetstream":
 			if js == nil {
 				return nil, errors.New("the jetstream channel needs --data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)")
 			}
-			return js.New(ctx, b.Key())
+			ch, err := js.New(ctx, b.Key())
+			if err != nil {
+				return nil, err
+			}
+			return durableChannel{ch}, nil
 		case "kafka":
 			if c.kafkaBrokers == "" {
 				return nil, errors.New("the kafka channel needs --kafka-brokers HOST:PORT[,HOST:PORT]")
@@ -92,7 +108,11 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 			if b.ReplicationFactor > 0 {
 				opts = append(opts, kafka.ReplicationFactor(int16(b.ReplicationFactor)))
 			}
-			return kafka.New(ctx, b.Key(), opts...)
+			ch, err := kafka.New(ctx, b.Key(), opts...)
+			if err != nil {
+				return nil, err
+			}
+			return durableChannel{ch}, nil
 		}
 		return nil, fmt.Errorf("unknown channel backend %q (want memory, jetstream or kafka)", backend)
 	}
@@ -106,3 +126,9 @@ func (c *channelFlags) jetstreamOptions(reg prometheus.Registerer) []jetstream.O
 	}
 	return opts
 }
+
+// durableChannel marks a jetstream or kafka channel channel.Durable until those packages
+// say so themselves.
+type durableChannel struct{ channel.Channel }
+
+func (durableChannel) Durable() bool { return true }

@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/delivery"
+)
+
+// ChannelOpener opens the channel of one broker: b.Channel names its backend
+// (config.ChannelDefault for the opener's default). The broker knows backends only
+// through it and the channel interfaces; Sluice's is channel/registry's Registry.Open.
+type ChannelOpener func(ctx context.Context, b config.Broker) (channel.Channel, error)
+
+// Option configures a Server; see NewServer.
+type Option func(*options)
+
+type options struct {
+	open            ChannelOpener
+	maxEventBytes   int64
+	shutdownTimeout time.Duration
+	publishTimeout  time.Duration
+	maxInFlight     int
+	fixedInFlight   bool
+	logger          *slog.Logger
+	registry        prometheus.Registerer
+}
+
+// Defaults of the server's options. The in-flight default is the dispatcher's,
+// delivery.DefaultMaxInFlight.
+const (
+	DefaultMaxEventBytes   = 1 << 20
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultPublishTimeout  = 5 * time.Second
+)
+
+// WithChannelOpener sets how brokers' channels are opened. Required.
+func WithChannelOpener(open ChannelOpener) Option { return func(o *options) { o.open = open } }
+
+// WithMaxEventBytes bounds a request body; larger ones get 413. Default
+// DefaultMaxEventBytes (1 MiB).
+func WithMaxEventBytes(n int64) Option { return func(o *options) { o.maxEventBytes = n } }
+
+// WithShutdownTimeout bounds how long the removal of a trigger or broker waits for its
+// queued events to be delivered. Default DefaultShutdownTimeout (30 s).
+func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
+
+// WithPublishTimeout bounds how long ingress waits for a durable channel to store a
+// request's events before answering 503. Default DefaultPublishTimeout (5 s).
+func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
+
+// WithMaxInFlight bounds the concurrent deliveries of one trigger. Default
+// delivery.DefaultMaxInFlight.
+func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
+
+// WithFixedInFlight turns off the adaptive (AIMD) in-flight limit toward subscribers:
+// every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
+func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
+
+// WithLogger sets the logger. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithRegisterer registers the server's metrics with reg. Default: a private registry.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.registry = reg } }
+
+func defaultOptions() options {
+	return options{
+		maxEventBytes:   DefaultMaxEventBytes,
+		shutdownTimeout: DefaultShutdownTimeout,
+		publishTimeout:  DefaultPublishTimeout,
+		maxInFlight:     delivery.DefaultMaxInFlight,
+		logger:          slog.Default(),
+	}
+}
+
+// validate is the one place options are checked; the error names the option.
+func (o *options) validate() error {
+	switch {
+	case o.open == nil:
+		return errors.New("broker: WithChannelOpener is required (channel/registry's Registry.Open opens Sluice's backends)")
+	case o.maxEventBytes <= 0:
+		return fmt.Errorf("broker: WithMaxEventBytes(%d): want > 0", o.maxEventBytes)
+	case o.shutdownTimeout <= 0:
+		return fmt.Errorf("broker: WithShutdownTimeout(%v): want > 0", o.shutdownTimeout)
+	case o.publishTimeout <= 0:
+		return fmt.Errorf("broker: WithPublishTimeout(%v): want > 0", o.publishTimeout)
+	case o.maxInFlight < 1:
+		return fmt.Errorf("broker: WithMaxInFlight(%d): want at least 1", o.maxInFlight)
+	case o.logger == nil:
+		return errors.New("broker: WithLogger(nil): want a logger")
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/filter"
+)
+
+// trigger is one running subscription: its consumer and dispatcher. Its dispatcher runs
+// on a goroutine of the broker's runs group; done is closed when it returns.
+type trigger struct {
+	key        string
+	cfg        config.Trigger
+	url        string // where it delivers (subscriber or dead-letter sink)
+	consumer   channel.Consumer
+	dispatcher *delivery.Dispatcher
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// subscriptionName names a trigger's queue in the channel. Triggers of one broker share
+// its namespace, but Subscriptions and Triggers are keyed by kind to keep them apart.
+func subscriptionName(t config.Trigger) string { return t.Key() }
+
+// deadLetterName names the queue that holds a trigger's dead-lettered events on a
+// durable channel, on their way to its dead-letter sink.
+func deadLetterName(trigger string) string { return trigger + "/dead-letter" }
+
+// durableDeadLetter reports whether tc's dead-lettered events go through the channel: on
+// a durable channel they are stored first, so that a crash between the last failed
+// attempt and the sink's answer loses nothing. A memory channel would add nothing.
+func (b *Broker) durableDeadLetter(tc config.Trigger) bool {
+	return b.durable && tc.Delivery.DeadLetterSink != ""
+}
+
+// apply brings the broker's triggers in line with cfg: new ones start, changed ones are
+// updated in place, removed ones retire in the background. The routing index is swapped
+// only after every new trigger's queue exists, and before removed ones go, so no routed
+// event finds no queue. Called by Server.Apply only, never concurrently with drain.
+func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg = cfg
+	want := make(map[string]bool, len(cfg.Triggers))
+	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
+	var errs []error
+	for _, tc := range cfg.Triggers {
+		name := subscriptionName(tc)
+		target, err := b.target(tc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trigger %s: %w", name, err))
+			continue
+		}
+		if b.durableDeadLetter(tc) {
+			// Its queue first: the trigger's dispatcher may store into it at once.
+			dn := deadLetterName(name)
+			if err := b.ensure(ctx, dn, tc, deadLetterTarget(dn, tc, target), nil); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			want[dn] = true
+		}
+		var opts []delivery.Option
+		if b.isKnBr {
+			opts = append(opts, delivery.WithReplier(b.reply))
+		}
+		if b.durable {
+			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
+		}
+		if err := b.ensure(ctx, name, tc, target, opts); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		want[name] = true
+		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
+	}
+	b.index.Store(filter.NewIndex(entries))
+	for name, t := range b.triggers {
+		if !want[name] {
+			delete(b.triggers, name)
+			b.retiring.start(func() int { return b.retire(t) })
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensure starts the dispatcher of the queue called name toward target, or updates the
+// running one if its trigger changed. Called with b.mu held.
+func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option) error {
+	if t, ok := b.triggers[name]; ok {
+		if !t.cfg.Equal(tc) {
+			t.cfg, t.url = tc, target.URL
+			t.dispatcher.Update(target)
+			b.log.Info("trigger updated", "broker", b.key, "trigger", name)
+		}
+		return nil
+	}
+	t, err := b.startTrigger(ctx, name, tc, target, opts)
+	if err != nil {
+		return err
+	}
+	b.triggers[name] = t
+	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", target.URL)
+	return nil
+}
+
+// storeDeadLetter is the DeadLetterer of a trigger on a durable channel: it writes the
+// dead-letter event to the trigger's dead-letter queue.
+func (b *Broker) storeDeadLetter(trigger string) delivery.DeadLetterer {
+	route := []string{deadLetterName(trigger)}
+	return func(ctx context.Context, e *event.Event) error {
+		return b.ch.Publish(ctx, []channel.Envelope{{Event: e, Subscriptions: route}})
+	}
+}
+
+// target is the delivery target of tc.
+func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
+	d := tc.Delivery
+	backoff, ok := delivery.ParseBackoffPolicy(d.BackoffPolicy)
+	if !ok {
+		return delivery.Target{}, fmt.Errorf("delivery.backoffPolicy %q: want linear or exponential", d.BackoffPolicy)
+	}
+	return delivery.Target{
+		Name: tc.Key(), URL: tc.Subscriber, ReplyURL: tc.Reply,
+		Policy: delivery.Policy{
+			Retry: d.Retry, Delay: d.BackoffDelay, Backoff: backoff, Timeout: d.Timeout,
+			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
+		},
+		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight,
+	}, nil
+}
+
+// deadLetterTarget delivers a trigger's stored dead-letter events to its sink, with the
+// trigger's retry policy and no sink of its own: what the sink refuses is undeliverable
+// (logged and counted).
+func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
+	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
+	t.Policy.DeadLetterSink = ""
+	return t
+}
+
+// startTrigger opens the queue called name and starts its dispatcher on a goroutine of
+// b.runs. Its context is the server's life, not ctx (a reload's): it runs until stopped.
+func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option) (*trigger, error) {
+	cons, err := b.ch.Consume(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
+	}
+	opts := append([]delivery.Option{
+		delivery.WithClient(b.srv.client),
+		delivery.WithLogger(b.log.With("broker", b.key)),
+		delivery.WithMetrics(b.srv.deliveryMetrics),
+		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
+	}, extra...)
+	d := delivery.NewDispatcher(cons, target, opts...)
+	rctx, cancel := context.WithCancel(b.srv.life)
+	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
+	b.runs.Go(func() {
+		defer close(t.done)
+		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {
+			b.log.Error("dispatcher stopped", "trigger", name, "err", err)
+		}
+	})
+	return t, nil
+}
+
+// stop drains t's dispatcher until ctx ends and waits for it to return. It returns how
+// many messages the dispatcher released unsettled.
+func (t *trigger) stop(ctx context.Context) int {
+	n := t.dispatcher.Drain(ctx)
+	t.cancel()
+	<-t.done
+	return n
+}
+
+// forget drops what the server keeps of a trigger that is gone: its metrics series.
+func (t *trigger) forget(s *Server) {
+	s.deliveryMetrics.Forget(t.key)
+	// TODO(transport): delivery.CloseIdleTo(s.client, t.url) once it exists, so that the
+	// idle keep-alive connections to a removed subscriber are closed.
+}
+
+// removeTimeout bounds the deletion of a retired trigger's queue in the backend.
+const removeTimeout = 10 * time.Second
+
+// retire drains a removed trigger's queue to its subscriber for up to the shutdown
+// timeout, then deletes the queue. It returns how many deliveries were lost: what the
+// dispatcher held and what was still queued (on a durable channel, the subscription's
+// lag as the backend reports it).
+func (b *Broker) retire(t *trigger) int {
+	ctx, cancel := context.WithTimeout(b.srv.life, b.srv.opts.shutdownTimeout)
+	defer cancel()
+	left := t.stop(ctx)
+	if b.durable { // released messages are part of the backend's lag
+		left = max(left, t.consumer.Len())
+	} else {
+		left += t.consumer.Len()
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer rcancel()
+	if err := b.ch.Remove(rctx, t.key); err != nil {
+		b.log.Warn("removing the trigger's queue", "trigger", t.key, "err", err)
+	}
+	t.forget(b.srv)
+	if left > 0 {
+		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
+	} else {
+		b.log.Info("trigger removed", "trigger", t.key)
+	}
+	return left
+}
