@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/config"
+)
+
+// recorder is a subscriber that records the ce-id and body of every event it accepts.
+type recorder struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got map[string]string
+}
+
+func newRecorder(t *testing.T) *recorder {
+	rc := &recorder{got: map[string]string{}}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.got[r.Header.Get("Ce-Id")] = string(body)
+		rc.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *recorder) ids() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	ids := make([]string, 0, len(rc.got))
+	for id := range rc.got {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// post sends one request to the handler: headers h, body, method.
+func post(h http.Handler, method, path string, hdr map[string]string, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// binary returns the headers of a binary-mode event of type t.
+func binary(id string, extra ...string) map[string]string {
+	h := map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": "/test", "Ce-Type": "t",
+		"Content-Type": "application/json"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h[extra[i]] = extra[i+1]
+	}
+	return h
+}
+
+// TestIngressStatus drives the ingress handler through every answer it gives, in
+// process: each case's status, Allow or Retry-After header and rejection reason; the
+// accepted events reach the subscriber.
+func TestIngressStatus(t *testing.T) {
+	sub := newRecorder(t)
+	s := newTestServer(t, nil, WithMaxEventBytes(256))
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	structured := func(id string) string {
+		return `{"specversion":"1.0","id":"` + id + `","source":"/test","type":"t","datacontenttype":"application/json","data":{"n":1}}`
+	}
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		hdr    map[string]string
+		body   string
+		status int
+		header string // "Name: value" the answer must carry
+		reason string // requests_rejected_total reason counted
+	}{
+		{"binary", "POST", "/ns/b", binary("bin"), `{"n":1}`, 202, "", ""},
+		{"structured", "POST", "/ns/b", map[string]string{"Content-Type": "application/cloudevents+json"}, structured("str"), 202, "", ""},
+		{"batch", "POST", "/ns/b", map[string]string{"Content-Type": "application/cloudevents-batch+json"},
+			"[" + structured("bat1") + "," + structured("bat2") + "]", 202, "", ""},
+		{"trailing slash", "POST", "/ns/b/", binary("slash"), `{}`, 202, "", ""},
+		{"missing id", "POST", "/ns/b", binary(""), `{}`, 400, "", "invalid"},
+		{"old specversion", "POST", "/ns/b", binary("v03", "Ce-Specversion", "0.3"), `{}`, 400, "", "invalid"},
+		{"invalid structured", "POST", "/ns/b", map[string]string{"Content-Type": "application/cloudevents+json"}, `{"id":`, 400, "", "invalid"},
+		{"ttl spent", "POST", "/ns/b", binary("loop", "Ce-Knativebrokerttl", "0"), `{}`, 400, "", "ttl"},
+		{"unknown broker", "POST", "/nope/nope", binary("x"), `{}`, 404, "", ""},
+		{"GET", "GET", "/ns/b", nil, "", 405, "Allow: POST, OPTIONS", "method"},
+		{"OPTIONS", "OPTIONS", "/ns/b", nil, "", 200, "Allow: POST, OPTIONS", ""},
+		{"too large", "POST", "/ns/b", binary("big"), strings.Repeat("x", 257), 413, "", "too_large"},
+		{"xml structured", "POST", "/ns/b", map[string]string{"Content-Type": "application/cloudevents+xml"}, "<e/>", 415, "", "unsupported_media_type"},
+		{"healthz", "GET", "/healthz", nil, "", 200, "", ""},
+		{"readyz", "GET", "/readyz", nil, "", 200, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before float64
+			if tt.reason != "" {
+				before = counter(s.metrics.rejected.WithLabelValues("ns/b", tt.reason))
+			}
+			rec := post(h, tt.method, tt.path, tt.hdr, tt.body)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if tt.header != "" {
+				name, value, _ := strings.Cut(tt.header, ": ")
+				if got := rec.Header().Get(name); got != value {
+					t.Errorf("%s: %q, want %q", name, got, value)
+				}
+			}
+			if tt.reason != "" {
+				if d := counter(s.metrics.rejected.WithLabelValues("ns/b", tt.reason)) - before; d != 1 {
+					t.Errorf("requests_rejected_total{reason=%q} rose by %v, want 1", tt.reason, d)
+				}
+			}
+		})
+	}
+	want := []string{"bat1", "bat2", "bin", "slash", "str"}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sub.ids()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := sub.ids(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("subscriber got %v, want %v", got, want)
+	}
+	if body := sub.got["bin"]; body != `{"n":1}` {
+		t.Errorf("binary event's body delivered as %q", body)
+	}
+
+	// Shutting down: ingress answers 503 with Retry-After, and readyz turns 503.
+	s.Shutdown(context.Background())
+	if rec := post(h, "POST", "/ns/b", binary("late"), `{}`); rec.Code != 503 || rec.Header().Get("Retry-After") != "5" {
+		t.Errorf("after Shutdown: %d Retry-After %q, want 503 and 5", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := post(h, "GET", "/readyz", nil, ""); rec.Code != 503 {
+		t.Errorf("readyz after Shutdown: %d, want 503", rec.Code)
+	}
+}
+
+// TestIngressFullAndUnavailable checks the answers of a full and of a failing channel:
+// 429 with Retry-After before the body is read when the request declares its length,
+// 429 after it when it does not, and 503 with Retry-After when the channel cannot store.
+func TestIngressFullAndUnavailable(t *testing.T) {
+	sub := newRecorder(t)
+	budget := memory.NewBudget(1024)
+	var ch channel.Channel
+	open := func(_ context.Context, _ config.Broker) (channel.Channel, error) {
+		ch = memory.New(memory.WithBudget(budget))
+		return ch, nil
+	}
+	s, err := NewServer(WithChannelOpener(open), WithLogger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	big := strings.Repeat("x", 1100) // more than the whole budget
+
+	rec := post(h, "POST", "/ns/b", binary("declared"), big)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("full, length declared: %d Retry-After %q, want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+
+	req := httptest.NewRequest("POST", "/ns/b", io.MultiReader(strings.NewReader(big))) // no length
+	for k, v := range binary("chunked") {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = -1
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, req)
+	if rr.Code != 429 || rr.Header().Get("Retry-After") == "" {
+		t.Errorf("full, length unknown: %d Retry-After %q, want 429 with Retry-After", rr.Code, rr.Header().Get("Retry-After"))
+	}
+	if n := counter(s.metrics.rejected.WithLabelValues("ns/b", "full")); n != 2 {
+		t.Errorf("requests_rejected_total{reason=full} = %v, want 2", n)
+	}
+
+	if rec := post(h, "POST", "/ns/b", binary("fits"), `{}`); rec.Code != 202 {
+		t.Errorf("an event that fits: %d %s", rec.Code, rec.Body)
+	}
+
+	ch.Close() // the backend goes away under the broker
+	rec = post(h, "POST", "/ns/b", binary("closed"), `{}`)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "cannot store events") {
+		t.Errorf("channel closed: %d Retry-After %q %q, want 503, 1, cannot store events", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
+// counter reads a counter's value.
+func counter(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
