@@ -22,9 +22,14 @@ import (
 // runs. Run may be called once.
 //
 // Bounds: workers, started on demand up to MaxInFlight and leaving when idle, make the
-// HTTP attempts;
-// at most MaxInFlight + MaxPending messages are held (received and not yet settled);
-// retries wait on timers without holding a worker.
+// HTTP attempts; at most MaxInFlight + MaxPending messages are held (received and not
+// yet settled); retries wait on timers without holding a worker.
+//
+// Lifecycle: Run's goroutine is the one owner. It runs the receive loop itself, starts
+// every worker through d.workers, and returns only after the jobs it received are
+// settled or released and every worker has returned. Two contexts derive from Run's:
+// ctx bounds the attempts (cancelled by the hard stop) and its child recv the receive
+// loop (cancelled by Drain once nothing is left). Two channels mark Run's start and end.
 type Dispatcher struct {
 	c            channel.Consumer
 	client       *http.Client
@@ -44,31 +49,32 @@ type Dispatcher struct {
 	held  *semaphore // bounds messages held (in flight + pending)
 	ready chan *job  // jobs due for an attempt; capacity ≥ the held bound, so sends never block
 	seq   sequencer  // per-key serialisation of ordered targets
-	jobs  sync.WaitGroup
-	count atomic.Int64 // jobs held, for Drain
-	left  atomic.Int64 // messages released unsettled
+	jobs  tally      // jobs held (received, not yet settled or released)
+	left  atomic.Int64
+
+	// Set by Run before it closes started, read-only afterwards.
+	ctx      context.Context    // the attempts' context
+	hardStop context.CancelFunc // cancels ctx: attempts stop, held jobs are released
+	stopRecv context.CancelFunc // ends the receive loop
+
+	started chan struct{} // closed when Run starts
+	done    chan struct{} // closed when Run returns
+	workers sync.WaitGroup
 
 	mu         sync.Mutex
 	waiting    map[*job]struct{} // jobs waiting on a retry timer
-	stopping   bool              // hard stop: release everything
-	workers    int               // workers running
+	running    bool              // Run was called
+	stopping   bool              // hard stop or end of Run: no more workers
+	nWorkers   int               // workers running
 	maxWorkers int               // bound on workers: the in-flight limit
 	idle       atomic.Int32      // workers waiting for work
-	quit       chan struct{}
-	workerWG   sync.WaitGroup
-	started    bool
-	hardCancel context.CancelFunc
-	recvCancel context.CancelFunc
-	hardCtx    context.Context
-	runDone    chan struct{}
-	startedCh  chan struct{} // closed when Run starts
 }
 
 // NewDispatcher returns a dispatcher that delivers the messages of c to t. An invalid
 // target URL is logged and returned by Run.
 func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 	d := &Dispatcher{c: c, adaptive: true, maxReply: defaultMaxRepl, waiting: make(map[*job]struct{}),
-		quit: make(chan struct{}), runDone: make(chan struct{}), startedCh: make(chan struct{})}
+		started: make(chan struct{}), done: make(chan struct{})}
 	for _, o := range opts {
 		o(d)
 	}
@@ -120,7 +126,7 @@ func (d *Dispatcher) Update(t Target) {
 	mif := t.maxInFlight()
 	d.lim.setMax(mif)
 	d.mu.Lock()
-	if d.started && !d.stopping {
+	if d.running && !d.stopping {
 		d.growWorkersLocked(mif)
 	}
 	d.bad = nil
@@ -156,12 +162,12 @@ func (d *Dispatcher) pushLocked(j *job) {
 	d.spawnLocked()
 }
 
-// spawnLocked starts a worker if none is idle and the bound allows. Called with d.mu held.
+// spawnLocked starts a worker if none is idle and the bound allows; once stopping, only
+// if none runs (someone must release what is pushed). Called with d.mu held.
 func (d *Dispatcher) spawnLocked() {
-	if d.idle.Load() == 0 && d.workers < d.maxWorkers && !d.stopping {
-		d.workers++
-		d.workerWG.Add(1)
-		go d.worker()
+	if d.idle.Load() == 0 && d.nWorkers < d.maxWorkers && (!d.stopping || d.nWorkers == 0) {
+		d.nWorkers++
+		d.workers.Go(d.worker)
 	}
 }
 
@@ -173,43 +179,43 @@ const workerIdle = 10 * time.Second
 // (retries included) before Run returns nil. When ctx ends, attempts in progress are
 // cancelled and every message held is released unsettled (counted, logged, and reported
 // by Drain); Run then returns nil too. It returns an error only for an invalid target or
-// a second call.
+// a second call. It returns after every goroutine it started.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
-	if d.started {
+	if d.running {
 		d.mu.Unlock()
 		return errors.New("delivery: Dispatcher.Run called twice")
 	}
+	d.running = true
 	if d.bad != nil {
 		d.mu.Unlock()
-		close(d.runDone)
+		close(d.done)
 		return d.bad
 	}
-	d.started = true
-	hard, hardCancel := context.WithCancel(ctx)
-	recv, recvCancel := context.WithCancel(hard)
-	d.hardCtx, d.hardCancel, d.recvCancel = hard, hardCancel, recvCancel
+	d.ctx, d.hardStop = context.WithCancel(ctx)
+	recv, stopRecv := context.WithCancel(d.ctx)
+	d.stopRecv = stopRecv
 	d.growWorkersLocked(d.target.Load().maxInFlight())
-	close(d.startedCh)
+	close(d.started)
 	d.mu.Unlock()
-	defer close(d.runDone)
-	defer hardCancel()
+	defer close(d.done)
+	defer d.hardStop()
 
 	d.receive(recv)
 
-	allDone := make(chan struct{})
-	go func() { d.jobs.Wait(); close(allDone) }()
+	// Nothing more is received: wait for the jobs held, or release them on a hard stop.
 	select {
-	case <-allDone:
-	case <-hard.Done():
+	case <-d.jobs.idle():
+	case <-d.ctx.Done():
 		d.stopAll()
-		<-allDone
+		<-d.jobs.idle()
 	}
+	// No job is left, so nothing can push: the workers may go.
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
-	close(d.quit)
-	d.workerWG.Wait()
+	close(d.ready)
+	d.workers.Wait()
 	return nil
 }
 
@@ -234,8 +240,7 @@ func (d *Dispatcher) receive(ctx context.Context) {
 			}
 			continue
 		}
-		d.count.Add(1)
-		d.jobs.Add(1)
+		d.jobs.add()
 		d.admit(newJob(msg))
 	}
 }
@@ -253,26 +258,25 @@ func (d *Dispatcher) admit(j *job) {
 }
 
 func (d *Dispatcher) worker() {
-	defer d.workerWG.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		d.idle.Add(1)
 		select {
-		case j := <-d.ready:
+		case j, ok := <-d.ready:
 			d.idle.Add(-1)
+			if !ok { // Run closed it: no job is left
+				return
+			}
 			d.process(j)
-		case <-d.quit:
-			d.idle.Add(-1)
-			return
 		case <-idle.C:
 			// Leave, unless work arrived meanwhile or this is the last worker. Under d.mu,
 			// so that pushLocked either sees this worker no longer idle (and starts
 			// another) or pushed before the check below (and this worker stays).
 			d.mu.Lock()
 			d.idle.Add(-1)
-			if len(d.ready) == 0 && d.workers > 1 {
-				d.workers--
+			if len(d.ready) == 0 && d.nWorkers > 1 {
+				d.nWorkers--
 				d.mu.Unlock()
 				return
 			}
@@ -319,6 +323,10 @@ func (d *Dispatcher) stopAll() {
 	}
 }
 
+// lagRecheck is how often Drain looks at the consumer again when it holds nothing but
+// the consumer still reports messages.
+const lagRecheck = 50 * time.Millisecond
+
 // Drain stops the dispatcher for shutdown: it stops receiving once the consumer is empty
 // and nothing is held, and waits for Run to return. If ctx ends first, attempts in
 // progress are cancelled and every message still held is released unsettled (a durable
@@ -328,41 +336,55 @@ func (d *Dispatcher) stopAll() {
 // (until ctx ends, returning the consumer's length).
 func (d *Dispatcher) Drain(ctx context.Context) (left int) {
 	select {
-	case <-d.startedCh:
-	case <-ctx.Done():
-		return d.c.Len() // never ran: everything is still in the channel
+	case <-d.started:
 	default:
 		if d.c.Len() == 0 {
 			return 0 // never ran and nothing to deliver
 		}
 		select { // Run is presumably being started: wait for it
-		case <-d.startedCh:
-		case <-ctx.Done():
+		case <-d.started:
+		case <-d.done: // Run refused to start (invalid target)
 			return d.c.Len()
+		case <-ctx.Done():
+			return d.c.Len() // never ran: everything is still in the channel
 		}
 	}
-	d.mu.Lock()
-	recvCancel, hardCancel := d.recvCancel, d.hardCancel
-	d.mu.Unlock()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for d.c.Len() > 0 || d.count.Load() > 0 {
+	for {
+		// Woken when the jobs held reach zero; then drained if the consumer is empty too.
+		wake, recheck := d.jobs.idle(), (<-chan time.Time)(nil)
 		select {
-		case <-d.runDone:
+		case <-wake:
+			if d.c.Len() == 0 {
+				d.stopRecv()
+				return d.wait(ctx)
+			}
+			// Nothing held, but the consumer reports messages. Either the receive loop is
+			// about to take them, and the count rises, or Len is a durable backend's lag,
+			// which it refreshes on its own clock (cached, or polled from the cluster)
+			// with no signal when it changes: look again after lagRecheck.
+			wake, recheck = nil, time.After(lagRecheck)
+		default:
+		}
+		select {
+		case <-wake:
+		case <-recheck:
+		case <-d.done:
 			return int(d.left.Load())
 		case <-ctx.Done():
-			hardCancel()
-			<-d.runDone
-			return int(d.left.Load())
-		case <-tick.C:
+			d.hardStop()
+			return d.wait(ctx)
 		}
 	}
-	recvCancel()
+}
+
+// wait waits for Run to return, stopping it hard when ctx ends, and returns how many
+// messages were released unsettled.
+func (d *Dispatcher) wait(ctx context.Context) int {
 	select {
-	case <-d.runDone:
+	case <-d.done:
 	case <-ctx.Done():
-		hardCancel()
-		<-d.runDone
+		d.hardStop()
+		<-d.done
 	}
 	return int(d.left.Load())
 }

@@ -1,15 +1,21 @@
 package delivery
 
 import (
+	"bytes"
 	"encoding/base64"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"github.com/sluice-broker/sluice/event"
 )
@@ -399,5 +405,102 @@ func TestNetworkErrorRetriedThenDeadLettered(t *testing.T) {
 	}
 	if dest, _ := dl[0].ev.Get(ExtErrorDest); dest != url {
 		t.Errorf("knativeerrordest = %q, want %q", dest, url)
+	}
+}
+
+// TestDrainLeavesNoGoroutine drains a dispatcher with deliveries in flight, retries on
+// timers and ordered keys, both to completion and at a deadline: Drain returns only once
+// Run has, and Run only once every worker has, so nothing is left running.
+func TestDrainLeavesNoGoroutine(t *testing.T) {
+	for _, deadline := range []time.Duration{5 * time.Second, 50 * time.Millisecond} {
+		t.Run(deadline.String(), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			var n atomic.Int64
+			hang := deadline < time.Second
+			sub := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int, _ *event.Event) {
+				if hang {
+					<-r.Context().Done()
+					return
+				}
+				if n.Add(1)%4 == 0 {
+					w.WriteHeader(http.StatusServiceUnavailable) // retried on a timer
+					return
+				}
+				w.WriteHeader(http.StatusAccepted)
+			})
+			defer sub.Close()
+			q, pub := newQueue(t)
+			d := NewDispatcher(q, Target{Name: "ns/t", URL: sub.URL, MaxInFlight: 8, Ordered: true,
+				Policy: Policy{Retry: 5, Delay: 10 * time.Millisecond}}, WithMaxPending(16),
+				WithLogger(slog.New(slog.DiscardHandler)))
+			stop := run(t, d)
+			evs := ids(100, "g")
+			for i, e := range evs {
+				e.Set(ExtPartitionKey, fmt.Sprint(i%10))
+			}
+			pub(evs...)
+			ctx, cancel := contextWithTimeout(deadline)
+			defer cancel()
+			left := d.Drain(ctx)
+			// At once, not eventually: Drain returned, so Run and every worker have.
+			buf := make([]byte, 1<<20)
+			if st := buf[:runtime.Stack(buf, true)]; bytes.Contains(st, []byte("delivery.(*Dispatcher)")) {
+				t.Errorf("a dispatcher goroutine outlives Drain:\n%s", st)
+			}
+			if got := q.acked.Load() + q.released.Load(); got+int64(q.Len()) != 100 || int64(left) != q.released.Load() {
+				t.Errorf("acked %d released %d queued %d, Drain left %d: want all 100 accounted for and left = released",
+					q.acked.Load(), q.released.Load(), q.Len(), left)
+			}
+			if !hang && left != 0 {
+				t.Errorf("Drain left %d with a healthy subscriber", left)
+			}
+			stop() // Run has returned already: this only collects its error
+		})
+	}
+}
+
+func TestTally(t *testing.T) {
+	var tl tally
+	isClosed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !isClosed(tl.idle()) {
+		t.Fatal("a new tally is not idle")
+	}
+	tl.add()
+	tl.add()
+	w := tl.idle()
+	if isClosed(w) {
+		t.Fatal("idle with 2 held")
+	}
+	tl.done()
+	if isClosed(w) {
+		t.Fatal("idle with 1 held")
+	}
+	tl.done()
+	if !isClosed(w) {
+		t.Fatal("not idle once all were done")
+	}
+	tl.add() // again: a fresh wait
+	w2 := tl.idle()
+	if isClosed(w2) {
+		t.Fatal("idle with 1 held after reuse")
+	}
+	var wg sync.WaitGroup
+	for range 100 {
+		tl.add()
+		wg.Go(tl.done)
+	}
+	tl.done()
+	wg.Wait()
+	select {
+	case <-w2:
+	case <-time.After(time.Second):
+		t.Fatal("waiter not woken after concurrent dones")
 	}
 }

@@ -45,7 +45,7 @@ func newJob(m channel.Message) *job {
 
 // process makes the job's next attempt, on a worker.
 func (d *Dispatcher) process(j *job) {
-	ctx := d.hardCtx
+	ctx := d.ctx
 	if ctx.Err() != nil {
 		d.release(j)
 		return
@@ -265,6 +265,5 @@ func (d *Dispatcher) finish(j *job) {
 	*j = job{}
 	jobPool.Put(j)
 	d.held.release()
-	d.count.Add(-1)
-	d.jobs.Done()
+	d.jobs.done()
 }

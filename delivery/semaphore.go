@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // semaphore is a counting semaphore whose limit can change while it is held, with FIFO
@@ -75,4 +76,45 @@ func (s *semaphore) grantLocked() {
 		s.n++
 		close(ch)
 	}
+}
+
+// tally counts things held (a dispatcher's jobs) and lets waiters learn when none is:
+// add and done are one atomic operation each unless the count reaches zero, and idle
+// hands out a channel closed at that moment, so waiting needs no polling. Safe for
+// concurrent use.
+type tally struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	zero chan struct{} // closed when n reaches 0; nil until a waiter asks
+}
+
+// closedChan is an always-closed channel, for waiters on a tally already at zero.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (t *tally) add() { t.n.Add(1) }
+
+func (t *tally) done() {
+	if t.n.Add(-1) != 0 {
+		return
+	}
+	t.mu.Lock()
+	if t.n.Load() == 0 && t.zero != nil {
+		close(t.zero)
+		t.zero = nil
+	}
+	t.mu.Unlock()
+}
+
+// idle returns a channel that is closed once the count is zero: at once if it is now.
+// The count may rise again afterwards; ask again to wait for the next time.
+func (t *tally) idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n.Load() == 0 {
+		return closedChan
+	}
+	if t.zero == nil {
+		t.zero = make(chan struct{})
+	}
+	return t.zero
 }
