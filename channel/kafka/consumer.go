@@ -28,7 +28,6 @@ type consumer struct {
 	ch      *Channel
 	name    string
 	group   string
-	ordered bool
 	max     int
 	cl      *kgo.Client
 
@@ -39,7 +38,10 @@ type consumer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
-	lag    atomic.Int64
+	lag    atomic.Int64 // records past the group's settled position, any route (the lag metric)
+	// unfetched is, as of the last lag refresh, the records of the topic past what this
+	// consumer has fetched (or the group had settled, for partitions it has not fetched).
+	unfetched atomic.Int64
 
 	mu      sync.Mutex
 	parts   map[int32]*part
@@ -51,21 +53,19 @@ type consumer struct {
 type part struct {
 	id      int32
 	wm      *watermark
-	busy    bool       // ordered: a message of this partition is handed out
-	waiting []*message // ordered: messages waiting for busy to clear
+	next    int64 // offset after the last record fetched
 	gone    bool       // revoked: settling its messages commits nothing
 }
 
 var _ channel.Consumer = (*consumer)(nil)
 
-func newConsumer(c *Channel, name string, ordered bool) (*consumer, error) {
+func newConsumer(c *Channel, name string) (*consumer, error) {
 	k := &consumer{
 		ch:      c,
 		name:    name,
 		group:   c.group(name),
-		ordered: ordered,
-		max:     c.cfg.maxUnacked,
-		ready:   make(chan *message, c.cfg.maxUnacked),
+		max:     maxUnacked,
+		ready:   make(chan *message, maxUnacked),
 		room:    make(chan struct{}, 1),
 		closed:  make(chan struct{}),
 		parts:   make(map[int32]*part),
@@ -78,7 +78,7 @@ func newConsumer(c *Channel, name string, ordered bool) (*consumer, error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(sessionTimeout),
-		kgo.FetchMaxBytes(c.cfg.fetchMaxBytes),
+		kgo.FetchMaxBytes(fetchMaxBytes),
 		// A fetch in flight holds back partitions assigned or loaded after it was sent:
 		// keep it short so that they start soon.
 		kgo.FetchMaxWait(500*time.Millisecond),
@@ -121,9 +121,15 @@ func (k *consumer) Receive(ctx context.Context) (channel.Message, error) {
 	}
 }
 
-// Len is the subscription's consumer lag: records of the topic past its settled offsets,
-// as of the last refresh (every LagInterval).
-func (k *consumer) Len() int { return int(k.lag.Load()) }
+// Len is what waits for this subscription: the records routed to it that were fetched and
+// not settled, plus the records of the topic not fetched yet (an upper bound: their routes
+// are read when they are fetched). See the package doc.
+func (k *consumer) Len() int {
+	k.mu.Lock()
+	n := k.unacked
+	k.mu.Unlock()
+	return n + int(k.unfetched.Load())
+}
 
 // Close stops fetching, commits what is settled and leaves the group. Messages not
 // settled before Close are delivered again to the next consumer of the subscription.
@@ -199,6 +205,7 @@ func (k *consumer) add(r *kgo.Record) {
 		delete(k.skips, r.Partition)
 		k.parts[r.Partition] = p
 	}
+	p.next = r.Offset + 1
 	if p.wm.skipped(r.Offset) || !routedTo(r, k.name) {
 		p.wm.add(r.Offset, r.LeaderEpoch, true)
 		return
@@ -206,18 +213,10 @@ func (k *consumer) add(r *kgo.Record) {
 	m := &message{k: k, ev: decodeRecord(r), p: p}
 	m.seq = p.wm.add(r.Offset, r.LeaderEpoch, false)
 	k.unacked++
-	if k.ordered {
-		if p.busy {
-			p.waiting = append(p.waiting, m)
-			return
-		}
-		p.busy = true
-	}
 	k.ready <- m
 }
 
-// settle ends m: ack advances its partition's watermark; either way its slot frees and,
-// if ordered, the partition's next message is handed out.
+// settle ends m: ack advances its partition's watermark; either way its slot frees.
 func (k *consumer) settle(m *message, ack bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -236,16 +235,6 @@ func (k *consumer) settle(m *message, ack bool) {
 	}
 	if ack {
 		p.wm.settle(m.seq)
-	}
-	if k.ordered {
-		if len(p.waiting) > 0 {
-			next := p.waiting[0]
-			p.waiting[0] = nil
-			p.waiting = p.waiting[1:]
-			k.ready <- next
-		} else {
-			p.busy = false
-		}
 	}
 }
 
@@ -287,8 +276,6 @@ func (k *consumer) drop(ctx context.Context, ids []int32, commit bool) {
 			offs[id] = commitOffset{kgo.EpochOffset{Epoch: e, Offset: o}, meta}
 		}
 		p.gone = true
-		k.unacked -= len(p.waiting)
-		p.waiting = nil
 		delete(k.parts, id)
 	}
 	k.mu.Unlock()
@@ -386,16 +373,18 @@ func (k *consumer) commitSync(ctx context.Context, offs map[int32]commitOffset) 
 }
 
 // positions returns the settled position of each tracked partition, for lag.
-func (k *consumer) positions() map[int32]int64 {
+func (k *consumer) positions() (settled, fetched map[int32]int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	pos := make(map[int32]int64, len(k.parts))
+	settled = make(map[int32]int64, len(k.parts))
+	fetched = make(map[int32]int64, len(k.parts))
 	for id, p := range k.parts {
 		if p.wm.commit >= 0 {
-			pos[id] = p.wm.commit
+			settled[id] = p.wm.commit
 		}
+		fetched[id] = p.next
 	}
-	return pos
+	return settled, fetched
 }
 
 // message is one record routed to the subscription.

@@ -25,14 +25,16 @@
 // its partition is next assigned (after a restart), and holds that partition's commit back
 // until then.
 //
-// Consume hands out each partition's records in offset order, at most MaxUnacked unsettled
-// at once. ConsumeOrdered also waits, per partition, until the record handed out is
-// settled before handing out the next: Knative's ordered delivery, with parallelism bounded
-// by the partition count. Events with the same partitionkey share a partition, so either
-// mode hands them out in the order they were published.
+// Consume hands out each partition's records in offset order, at most 1,024 unsettled at
+// once. Events with the same partitionkey share a partition, so they are handed out in the
+// order they were published; the dispatcher keeps ordered triggers' per-key order from
+// there.
 //
-// Consumer.Len is the group's lag: records of the topic past its committed offsets,
-// including records routed to other subscriptions. It is refreshed every LagInterval.
+// Consumer.Len counts the records routed to the subscription that it has fetched and not
+// settled, plus the records of the topic it has not fetched yet (their routes are unknown
+// until read, so that part is an upper bound). The end offsets it is computed from are
+// refreshed every lag interval; nothing is asked of the cluster when Len is called. Once
+// a subscription has read to the end of the topic, Len is exact.
 package kafka
 
 import (
@@ -82,12 +84,8 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if len(cfg.brokers) == 0 {
-		return nil, errors.New("kafka channel: no seed brokers")
-	}
-	if cfg.partitions < 1 || cfg.replication < 1 || cfg.maxUnacked < 1 {
-		return nil, fmt.Errorf("kafka channel: partitions (%d), replication factor (%d) and max unacked (%d) must be positive",
-			cfg.partitions, cfg.replication, cfg.maxUnacked)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("kafka channel: %w", err)
 	}
 	c := &Channel{
 		cfg:       cfg,
@@ -99,8 +97,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	}
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(cfg.linger),
-		kgo.RecordDeliveryTimeout(cfg.deliveryTimeout),
+		kgo.RecordDeliveryTimeout(deliveryTimeout),
 		kgo.UnknownTopicRetries(-1),
 	)...)
 	if err != nil {
@@ -210,7 +207,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if err := c.ensureTopic(ctx); err != nil {
 		c.met.publishErrors.Add(float64(n))
 		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
-		return fmt.Errorf("%w: kafka topic %s: %v", channel.ErrUnavailable, c.topic, err)
+		return fmt.Errorf("%w: kafka topic %s: %w", channel.ErrUnavailable, c.topic, err)
 	}
 	call := &publishCall{recs: make([]kgo.Record, n), done: make(chan struct{})}
 	call.pending.Store(int32(n))
@@ -242,39 +239,26 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if err != nil {
 		c.met.publishErrors.Add(float64(n))
 		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
-		return fmt.Errorf("%w: kafka produce to %s: %v", channel.ErrUnavailable, c.topic, err)
+		return fmt.Errorf("%w: kafka produce to %s: %w", channel.ErrUnavailable, c.topic, err)
 	}
 	c.met.published.Add(float64(n))
 	return nil
 }
 
 // Consume returns the consumer of the subscription called name, joining its consumer
-// group: each partition's records in offset order, at most MaxUnacked unsettled. A second
+// group: each partition's records in offset order, at most 1,024 unsettled. A second
 // call for an open subscription returns the same consumer. It does not wait for the
 // cluster: an unreachable cluster is logged and retried by the consumer.
-func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
-	return c.consume(name, false)
-}
-
-// ConsumeOrdered is Consume for an ordered subscription: per partition, a record is
-// handed out only after the previous one is settled (Ack or Release).
-func (c *Channel) ConsumeOrdered(ctx context.Context, name string) (channel.Consumer, error) {
-	return c.consume(name, true)
-}
-
-func (c *Channel) consume(name string, ordered bool) (channel.Consumer, error) {
+func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, channel.ErrClosed
 	}
 	if k := c.consumers[name]; k != nil {
-		if k.ordered != ordered {
-			return nil, fmt.Errorf("kafka channel %s: subscription %s is already consumed with ordered=%v", c.topic, name, k.ordered)
-		}
 		return k, nil
 	}
-	k, err := newConsumer(c, name, ordered)
+	k, err := newConsumer(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +286,7 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 	}
 	_, err := c.adm.DeleteGroup(ctx, c.group(name))
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("%w: kafka: deleting group %s: %v", channel.ErrUnavailable, c.group(name), err)
+		return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, c.group(name), err)
 	}
 	return nil
 }

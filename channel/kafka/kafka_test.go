@@ -28,8 +28,8 @@ func newChannel(t testing.TB, opts ...kafka.Option) (*kafka.Channel, []string) {
 	brokers := kafkatest.Brokers(t)
 	prefix := fmt.Sprintf("test-%s-%d", strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), rand.Uint32())
 	opts = append([]kafka.Option{
-		kafka.SeedBrokers(brokers...), kafka.TopicPrefix(prefix), kafka.Partitions(4),
-		kafka.CommitInterval(100 * time.Millisecond), kafka.LagInterval(200 * time.Millisecond),
+		kafka.WithSeedBrokers(brokers...), kafka.WithTopicPrefix(prefix), kafka.WithPartitions(4),
+		kafka.WithCommitInterval(100 * time.Millisecond), kafka.WithLagInterval(200 * time.Millisecond),
 	}, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -185,30 +185,8 @@ func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 	}
 }
 
-func TestOrderedHandsOutOnePerPartition(t *testing.T) {
-	c, _ := newChannel(t, kafka.Partitions(1))
-	k, err := c.ConsumeOrdered(testCtx(t), "ordered")
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, c, []string{"ordered"}, ev("0"), ev("1"), ev("2"))
-	for i := 0; i < 3; i++ {
-		m := receive(t, k, 1)[0]
-		if m.Event().ID != strconv.Itoa(i) {
-			t.Fatalf("got %s, want %d", m.Event().ID, i)
-		}
-		if i < 2 {
-			receiveNone(t, k, 300*time.Millisecond) // the next waits for this one
-		}
-		_ = m.Ack()
-	}
-	if _, err := c.Consume(testCtx(t), "ordered"); err == nil {
-		t.Error("Consume of an ordered subscription succeeded")
-	}
-}
-
 func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
-	c, brokers := newChannel(t, kafka.Partitions(1))
+	c, brokers := newChannel(t, kafka.WithPartitions(1))
 	ctx := testCtx(t)
 	k, err := c.Consume(ctx, "sub")
 	if err != nil {
@@ -314,7 +292,7 @@ func sorted(s []string) []string {
 
 func TestLenReportsLag(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	c, _ := newChannel(t, kafka.Registerer(reg))
+	c, _ := newChannel(t, kafka.WithRegisterer(reg))
 	k, err := c.Consume(testCtx(t), "lagging")
 	if err != nil {
 		t.Fatal(err)
@@ -325,9 +303,7 @@ func TestLenReportsLag(t *testing.T) {
 	}
 	publish(t, c, []string{"lagging"}, evs...)
 	waitFor(t, "Len() == 20", func() bool { return k.Len() == 20 })
-	if v := gauge(t, reg, "sluice_kafka_consumer_lag"); v != 20 {
-		t.Errorf("lag metric %v, want 20", v)
-	}
+	waitFor(t, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
 	if v := gauge(t, reg, "sluice_kafka_published_records_total"); v != 20 {
 		t.Errorf("published metric %v, want 20", v)
 	}
@@ -412,7 +388,7 @@ func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			start := time.Now()
-			c, err := kafka.New(ctx, "ns/down", kafka.SeedBrokers(addr))
+			c, err := kafka.New(ctx, "ns/down", kafka.WithSeedBrokers(addr))
 			if err != nil {
 				t.Fatalf("New must not fail on an unreachable cluster: %v", err)
 			}
@@ -447,4 +423,28 @@ func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLenCountsOnlyThisSubscription: records routed to other subscriptions do not count
+// once the consumer has read past them, so draining an idle trigger ends at once.
+func TestLenCountsOnlyThisSubscription(t *testing.T) {
+	c, _ := newChannel(t)
+	k, err := c.Consume(testCtx(t), "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others, mine []*event.Event
+	for i := 0; i < 10; i++ {
+		others = append(others, ev("o"+strconv.Itoa(i)))
+	}
+	for i := 0; i < 5; i++ {
+		mine = append(mine, ev("m"+strconv.Itoa(i)))
+	}
+	publish(t, c, []string{"other"}, others...)
+	publish(t, c, []string{"mine"}, mine...)
+	waitFor(t, "Len() == 5", func() bool { return k.Len() == 5 })
+	for _, m := range receive(t, k, 5) {
+		_ = m.Ack()
+	}
+	waitFor(t, "Len() == 0", func() bool { return k.Len() == 0 })
 }

@@ -44,8 +44,10 @@ func (c *Channel) refreshLag() {
 	}
 }
 
-// updateLag sets each consumer's lag: per partition, the end offset less the further of
-// the group's committed offset, the consumer's settled position and the log start.
+// updateLag sets each consumer's lag (per partition, the end offset less the further of
+// the group's committed offset, the consumer's settled position and the log start) and
+// its unfetched count (the same, measured from the consumer's fetch position where it has
+// fetched the partition).
 func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 	ends, err := c.adm.ListEndOffsets(ctx, c.topic)
 	if err == nil {
@@ -69,8 +71,8 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 			c.log.warn("lag", "kafka: cannot fetch committed offsets for consumer lag", "group", k.group, "err", err)
 			continue
 		}
-		local := k.positions()
-		var lag int64
+		local, fetched := k.positions()
+		var lag, unfetched int64
 		for p, end := range ends[c.topic] {
 			pos := int64(0)
 			if s, ok := starts.Lookup(c.topic, p); ok {
@@ -85,7 +87,14 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 			if end.Offset > pos {
 				lag += end.Offset - pos
 			}
+			if f, ok := fetched[p]; ok && f > pos {
+				pos = f
+			}
+			if end.Offset > pos {
+				unfetched += end.Offset - pos
+			}
 		}
 		k.lag.Store(lag)
+		k.unfetched.Store(unfetched)
 	}
 }

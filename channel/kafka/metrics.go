@@ -19,7 +19,7 @@ func newMetrics(c *Channel) *metrics {
 	return &metrics{
 		c: c,
 		lag: prometheus.NewDesc("sluice_kafka_consumer_lag",
-			"Records of the topic past the subscription's settled offsets.",
+			"Records of the topic past the subscription's settled offsets, whatever subscriptions they are routed to (the consumer group's lag, as Kafka tools show it).",
 			[]string{"subscription"}, labels),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_kafka_published_records_total", ConstLabels: labels,
@@ -42,7 +42,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range m.c.openConsumers() {
-		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(k.Len()), k.name)
+		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(k.lag.Load()), k.name)
 	}
 	m.published.Collect(ch)
 	m.publishErrors.Collect(ch)

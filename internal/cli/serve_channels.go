@@ -99,14 +99,14 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 				return nil, errors.New("the kafka channel needs --kafka-brokers HOST:PORT[,HOST:PORT]")
 			}
 			opts := []kafka.Option{
-				kafka.SeedBrokers(strings.Split(c.kafkaBrokers, ",")...),
-				kafka.Logger(log.With("channel", "kafka", "broker", b.Key())), kafka.Registerer(reg),
+				kafka.WithSeedBrokers(strings.Split(c.kafkaBrokers, ",")...),
+				kafka.WithLogger(log.With("channel", "kafka", "broker", b.Key())), kafka.WithRegisterer(reg),
 			}
 			if b.Partitions > 0 { // a KafkaChannel's spec.numPartitions
-				opts = append(opts, kafka.Partitions(int32(b.Partitions)))
+				opts = append(opts, kafka.WithPartitions(int32(b.Partitions)))
 			}
 			if b.ReplicationFactor > 0 {
-				opts = append(opts, kafka.ReplicationFactor(int16(b.ReplicationFactor)))
+				opts = append(opts, kafka.WithReplicationFactor(int16(b.ReplicationFactor)))
 			}
 			ch, err := kafka.New(ctx, b.Key(), opts...)
 			if err != nil {
