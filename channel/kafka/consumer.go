@@ -25,11 +25,11 @@ const sessionTimeout = 10 * time.Second
 // queues those routed to the subscription on ready (never more than max unsettled);
 // another commits settled offsets every commit interval. It is safe for concurrent use.
 type consumer struct {
-	ch      *Channel
-	name    string
-	group   string
-	max     int
-	cl      *kgo.Client
+	ch    *Channel
+	name  string
+	group string
+	max   int
+	cl    *kgo.Client
 
 	ready  chan *message   // cap max: never blocks, as unacked <= max
 	room   chan struct{}   // signalled when a message settles
@@ -51,25 +51,25 @@ type consumer struct {
 
 // part is the state of one partition while it is assigned to the consumer.
 type part struct {
-	id      int32
-	wm      *watermark
-	next    int64 // offset after the last record fetched
-	gone    bool       // revoked: settling its messages commits nothing
+	id   int32
+	wm   *watermark
+	next int64 // offset after the last record fetched
+	gone bool  // revoked: settling its messages commits nothing
 }
 
 var _ channel.Consumer = (*consumer)(nil)
 
 func newConsumer(c *Channel, name string) (*consumer, error) {
 	k := &consumer{
-		ch:      c,
-		name:    name,
-		group:   c.group(name),
-		max:     maxUnacked,
-		ready:   make(chan *message, maxUnacked),
-		room:    make(chan struct{}, 1),
-		closed:  make(chan struct{}),
-		parts:   make(map[int32]*part),
-		skips:   make(map[int32][][2]int64),
+		ch:     c,
+		name:   name,
+		group:  c.group(name),
+		max:    maxUnacked,
+		ready:  make(chan *message, maxUnacked),
+		room:   make(chan struct{}, 1),
+		closed: make(chan struct{}),
+		parts:  make(map[int32]*part),
+		skips:  make(map[int32][][2]int64),
 	}
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.ConsumerGroup(k.group),
