@@ -20,34 +20,54 @@ type Backend struct {
 	log  *slog.Logger
 }
 
-// BackendConfig says where a Backend finds its server. Exactly one of DataDir and URL
-// must be set.
-type BackendConfig struct {
-	// DataDir runs an embedded server storing its files there.
-	DataDir string
-	// URL connects to an external NATS cluster with JetStream (comma-separated URLs).
-	URL string
-	// Logger receives connection and server events. Default: discard.
-	Logger *slog.Logger
-	// Embedded are options for the embedded server.
-	Embedded []EmbeddedOption
-	// Channel are options applied to every Channel the Backend opens (before the
-	// options given to New).
-	Channel []Option
+// BackendOption configures OpenBackend. Exactly one of WithDataDir and WithURL must be
+// given.
+type BackendOption func(*backendConfig)
+
+type backendConfig struct {
+	dataDir  string
+	url      string
+	logger   *slog.Logger
+	embedded []EmbeddedOption
+	channel  []Option
+}
+
+// WithDataDir runs an embedded server storing its files in dir.
+func WithDataDir(dir string) BackendOption { return func(c *backendConfig) { c.dataDir = dir } }
+
+// WithURL connects to an external NATS cluster with JetStream (comma-separated URLs).
+func WithURL(url string) BackendOption { return func(c *backendConfig) { c.url = url } }
+
+// WithBackendLogger receives connection and server events. Default: discard.
+func WithBackendLogger(l *slog.Logger) BackendOption { return func(c *backendConfig) { c.logger = l } }
+
+// WithEmbeddedOptions passes options to the embedded server.
+func WithEmbeddedOptions(opts ...EmbeddedOption) BackendOption {
+	return func(c *backendConfig) { c.embedded = append(c.embedded, opts...) }
+}
+
+// WithChannelOptions applies opts to every Channel the Backend opens (before the options
+// given to New).
+func WithChannelOptions(opts ...Option) BackendOption {
+	return func(c *backendConfig) { c.channel = append(c.channel, opts...) }
 }
 
 // OpenBackend starts the embedded server or connects to the external cluster.
-func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
-	log := cfg.Logger
+func OpenBackend(ctx context.Context, opts ...BackendOption) (*Backend, error) {
+	var cfg backendConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	log := cfg.logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{opts: append([]Option{WithLogger(log)}, cfg.Channel...), log: log}
+	b := &Backend{opts: append([]Option{WithLogger(log)}, cfg.channel...), log: log}
 	switch {
-	case cfg.DataDir != "" && cfg.URL != "":
+	case cfg.dataDir != "" && cfg.url != "":
 		return nil, errors.New("jetstream: choose a data directory (embedded server) or a NATS URL, not both")
-	case cfg.DataDir != "":
-		emb, err := StartEmbedded(ctx, cfg.DataDir, append([]EmbeddedOption{WithServerLogger(log)}, cfg.Embedded...)...)
+	case cfg.dataDir != "":
+		emb, err := StartEmbedded(ctx, cfg.dataDir, append([]EmbeddedOption{WithServerLogger(log)}, cfg.embedded...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -57,9 +77,9 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 			return nil, err
 		}
 		b.emb, b.nc = emb, nc
-		log.Info("jetstream: embedded NATS server started", "data_dir", cfg.DataDir)
-	case cfg.URL != "":
-		nc, err := nats.Connect(cfg.URL,
+		log.Info("jetstream: embedded NATS server started", "data_dir", cfg.dataDir)
+	case cfg.url != "":
+		nc, err := nats.Connect(cfg.url,
 			nats.Name("sluice"),
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second),
@@ -73,7 +93,7 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 				log.Warn("jetstream: NATS error", "err", err)
 			}))
 		if err != nil {
-			return nil, fmt.Errorf("jetstream: connect to %s: %w", cfg.URL, err)
+			return nil, fmt.Errorf("jetstream: connect to %s: %w", cfg.url, err)
 		}
 		b.nc = nc
 		log.Info("jetstream: connected to NATS", "url", nc.ConnectedUrlRedacted())

@@ -14,19 +14,19 @@ func TestBackend(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	if _, err := OpenBackend(ctx, BackendConfig{}); err == nil || !strings.Contains(err.Error(), "data directory") {
+	if _, err := OpenBackend(ctx); err == nil || !strings.Contains(err.Error(), "data directory") {
 		t.Fatalf("no server configured: got %v", err)
 	}
-	if _, err := OpenBackend(ctx, BackendConfig{DataDir: dir, URL: "nats://127.0.0.1:1"}); err == nil {
+	if _, err := OpenBackend(ctx, WithDataDir(dir), WithURL("nats://127.0.0.1:1")); err == nil {
 		t.Fatal("both data dir and URL accepted")
 	}
-	if _, err := OpenBackend(ctx, BackendConfig{URL: "nats://127.0.0.1:1"}); err == nil {
+	if _, err := OpenBackend(ctx, WithURL("nats://127.0.0.1:1")); err == nil {
 		t.Fatal("connecting to a closed port succeeded")
 	}
 
 	// Embedded server shared by two brokers; then the same data over the network.
-	emb, err := OpenBackend(ctx, BackendConfig{DataDir: dir, Logger: testLogger(t),
-		Embedded: []EmbeddedOption{WithListen("127.0.0.1:0")}})
+	emb, err := OpenBackend(ctx, WithDataDir(dir), WithBackendLogger(testLogger(t)),
+		WithEmbeddedOptions(WithListen("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestBackend(t *testing.T) {
 	}
 	publish(t, a, channel.Envelope{Event: testEvent(1, nil), Subscriptions: []string{"t"}})
 
-	ext, err := OpenBackend(ctx, BackendConfig{URL: emb.emb.ClientURL(), Logger: testLogger(t)})
+	ext, err := OpenBackend(ctx, WithURL(emb.emb.ClientURL()), WithBackendLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

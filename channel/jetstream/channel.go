@@ -34,7 +34,13 @@ type Channel struct {
 	closed    atomic.Bool
 }
 
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel = (*Channel)(nil)
+	_ channel.Durable = (*Channel)(nil)
+)
+
+// Durable reports true: what the channel stored survives the process (channel.Durable).
+func (c *Channel) Durable() bool { return true }
 
 // New opens the channel of the broker called brokerKey (any string, "namespace/name"
 // say) on the JetStream server nc is connected to, creating or updating its stream.
@@ -52,8 +58,8 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		return nil, errors.New("jetstream: empty broker key")
 	}
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.maxPublishPending),
-		jetstream.WithPublishAsyncTimeout(cfg.publishTimeout))
+		jetstream.WithPublishAsyncMaxPending(maxPublishPending),
+		jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -64,8 +70,8 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		js:        js,
 		log:       cfg.logger.With("channel", "jetstream", "broker", brokerKey),
 		brokerKey: brokerKey,
-		stream:    cfg.prefix + "_" + bh,
-		subjBase:  cfg.prefix + "." + bh + ".",
+		stream:    prefix + "_" + bh,
+		subjBase:  prefix + "." + bh + ".",
 		consumers: make(map[*Consumer]struct{}),
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -76,7 +82,7 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    cfg.maxBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.replicas,
+		Replicas:    replicas,
 		Metadata:    map[string]string{"sluice.broker": brokerKey},
 	})
 	if err != nil {
@@ -109,7 +115,7 @@ func (c *Channel) subject(name string) string {
 
 // durable returns the durable consumer name of the subscription called name.
 func (c *Channel) durable(name string) string {
-	return c.cfg.prefix + "_" + hashToken(name)
+	return prefix + "_" + hashToken(name)
 }
 
 func (c *Channel) consumerConfig(name string) jetstream.ConsumerConfig {
@@ -121,7 +127,7 @@ func (c *Channel) consumerConfig(name string) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.cfg.ackWait,
 		MaxDeliver:    -1,
-		MaxAckPending: c.cfg.maxAckPending,
+		MaxAckPending: maxAckPending,
 		Metadata:      map[string]string{"sluice.broker": c.brokerKey, "sluice.subscription": name},
 	}
 }

@@ -30,26 +30,14 @@ type Embedded struct {
 type EmbeddedOption func(*embeddedConfig)
 
 type embeddedConfig struct {
-	listen     string
-	maxStore   int64
-	syncAlways bool
-	logger     *slog.Logger
+	listen string
+	logger *slog.Logger
 }
 
 // WithListen makes the embedded server also accept network clients on addr
 // ("127.0.0.1:4222"; port 0 picks a free one, see ClientURL), so that other processes
 // or tools (the nats CLI) can reach it. Default: in-process connections only.
 func WithListen(addr string) EmbeddedOption { return func(c *embeddedConfig) { c.listen = addr } }
-
-// WithMaxStore limits the bytes JetStream may keep on disk across all streams. Default:
-// the server's choice (most of the free disk space).
-func WithMaxStore(n int64) EmbeddedOption { return func(c *embeddedConfig) { c.maxStore = n } }
-
-// WithSyncAlways makes the server fsync every write before acknowledging it, so that
-// acknowledged events survive a power loss or kernel crash, not only a process crash, at
-// a large cost in throughput. Default false: writes reach the OS before the
-// acknowledgement (a kill -9 loses nothing) and are fsynced every 2 minutes.
-func WithSyncAlways(on bool) EmbeddedOption { return func(c *embeddedConfig) { c.syncAlways = on } }
 
 // WithServerLogger sends the server's notices, warnings and errors to l. Default: discard.
 func WithServerLogger(l *slog.Logger) EmbeddedOption {
@@ -71,15 +59,13 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 		return nil, fmt.Errorf("jetstream: data directory: %w", err)
 	}
 	sopts := &server.Options{
-		ServerName:        "sluice",
-		JetStream:         true,
-		StoreDir:          dataDir,
-		JetStreamMaxStore: cfg.maxStore,
-		SyncAlways:        cfg.syncAlways,
-		DontListen:        cfg.listen == "",
-		MaxPayload:        DefaultMaxPayload,
-		NoSigs:            true,
-		NoSystemAccount:   true,
+		ServerName:      "sluice",
+		JetStream:       true,
+		StoreDir:        dataDir,
+		DontListen:      cfg.listen == "",
+		MaxPayload:      DefaultMaxPayload,
+		NoSigs:          true,
+		NoSystemAccount: true,
 	}
 	if cfg.listen != "" {
 		host, port, err := net.SplitHostPort(cfg.listen)

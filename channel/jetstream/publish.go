@@ -45,7 +45,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.cfg.publishTimeout)
+		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
 		defer cancel()
 	}
 	deadline, _ := ctx.Deadline()

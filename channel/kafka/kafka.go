@@ -74,7 +74,13 @@ type Channel struct {
 	wg   sync.WaitGroup
 }
 
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel = (*Channel)(nil)
+	_ channel.Durable = (*Channel)(nil)
+)
+
+// Durable reports true: what the channel stored survives the process (channel.Durable).
+func (c *Channel) Durable() bool { return true }
 
 // New returns the channel of the broker called brokerKey ("namespace/name"). It tries to
 // create the topic if absent, within ctx and at most 10 seconds; if the cluster cannot be

@@ -57,10 +57,8 @@ func (c *channelFlags) open(ctx context.Context, log *slog.Logger, reg prometheu
 	var js *jetstream.Backend // one NATS connection for every jetstream broker
 	if c.dataDir != "" || c.natsURL != "" {
 		var err error
-		js, err = jetstream.OpenBackend(ctx, jetstream.BackendConfig{
-			DataDir: c.dataDir, URL: c.natsURL, Logger: log,
-			Channel: c.jetstreamOptions(reg),
-		})
+		js, err = jetstream.OpenBackend(ctx, jetstream.WithDataDir(c.dataDir), jetstream.WithURL(c.natsURL),
+			jetstream.WithBackendLogger(log), jetstream.WithChannelOptions(c.jetstreamOptions(reg)...))
 		if err != nil {
 			return nil, nil, err
 		}
