@@ -15,8 +15,9 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 )
 
-// DefaultLimit is the byte budget of a channel created without WithBudget: 256 MiB.
-const DefaultLimit = 256 << 20
+// DefaultLimit is the byte budget of a channel created without WithBudget, and the
+// default of `sluice serve --memory-limit`: 64 MiB.
+const DefaultLimit = 64 << 20
 
 // Channel is a memory channel. It is safe for concurrent use.
 type Channel struct {
@@ -56,57 +57,55 @@ var _ channel.Admitter = (*Channel)(nil)
 // Budget returns the byte budget the channel draws on.
 func (c *Channel) Budget() *Budget { return c.budget }
 
-// Publish queues each envelope on the subscriptions it names (creating unknown ones, so
-// nothing routed is lost), all or nothing: if the batch does not fit the budget it
-// returns channel.ErrFull and queues none.
+// Publish queues each envelope on the subscriptions it names, all or nothing: if the
+// batch does not fit the budget it returns channel.ErrFull and queues none. A name with
+// no open subscription (never consumed, or removed while the event was routed by the
+// index of before the removal) is skipped: the event is not stored for it, and an event
+// left with no subscription is neither stored nor charged to the budget.
 func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return channel.ErrClosed
+	}
 	var total int64
 	for i := range envs {
-		if len(envs[i].Subscriptions) > 0 {
+		if c.live(envs[i].Subscriptions) > 0 {
 			total += int64(envs[i].Event.Size())
 		}
 	}
 	if total == 0 {
 		return nil
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return channel.ErrClosed
-	}
 	if !c.budget.reserve(total) {
 		return fmt.Errorf("%w: %d bytes queued of %d", channel.ErrFull, c.budget.Used(), c.budget.Limit())
 	}
 	for i := range envs {
 		env := &envs[i]
-		if len(env.Subscriptions) == 0 {
+		n := c.live(env.Subscriptions)
+		if n == 0 {
 			continue
 		}
 		e := &entry{ev: env.Event, size: int64(env.Event.Size()), budget: c.budget}
-		e.refs.Store(int32(len(env.Subscriptions)))
+		e.refs.Store(int32(n))
 		for _, name := range env.Subscriptions {
-			q := c.queues[name]
-			if q == nil {
-				q = c.addQueue(name)
+			if q := c.queues[name]; q != nil {
+				q.push(e)
 			}
-			q.push(e)
 		}
 	}
 	return nil
 }
 
-// addQueue creates the queue called name; called with c.mu read-locked, it upgrades.
-func (c *Channel) addQueue(name string) *queue {
-	c.mu.RUnlock()
-	c.mu.Lock()
-	q := c.queues[name]
-	if q == nil {
-		q = newQueue(name)
-		c.queues[name] = q
+// live counts the subscriptions of names that are open; called with c.mu held.
+func (c *Channel) live(names []string) int {
+	n := 0
+	for _, name := range names {
+		if c.queues[name] != nil {
+			n++
+		}
 	}
-	c.mu.Unlock()
-	c.mu.RLock()
-	return q
+	return n
 }
 
 // Consume returns the queue of the subscription called name, creating it if new.

@@ -63,6 +63,11 @@ func TestBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(WithBudget(NewBudget(tt.limit)))
+			for _, name := range tt.subs {
+				if _, err := c.Consume(context.Background(), name); err != nil {
+					t.Fatal(err)
+				}
+			}
 			ok := 0
 			for i := 0; i < tt.publish; i++ {
 				err := c.Publish(context.Background(), []channel.Envelope{{Event: ev("x", 1000), Subscriptions: tt.subs}})
@@ -111,6 +116,9 @@ func TestFanOutReleasesOnLastAck(t *testing.T) {
 func TestBatchAllOrNothing(t *testing.T) {
 	one := int64(ev("x", 100).Size())
 	c := New(WithBudget(NewBudget(2 * one)))
+	if _, err := c.Consume(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
 	envs := []channel.Envelope{
 		{Event: ev("1", 100), Subscriptions: []string{"a"}},
 		{Event: ev("2", 100), Subscriptions: []string{"a"}},
@@ -211,5 +219,46 @@ func BenchmarkPublishReceive(b *testing.B) {
 		}
 		m, _ := cons.Receive(ctx)
 		m.Ack()
+	}
+}
+
+// TestPublishAfterRemoveStoresNothing: an event routed by the index of before a trigger's
+// removal arrives after it. The removed queue must not come back (nothing would consume
+// it and its bytes would never return to the budget); the live route still gets it.
+func TestPublishAfterRemoveStoresNothing(t *testing.T) {
+	c := New()
+	ctx := context.Background()
+	if _, err := c.Consume(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := c.Consume(ctx, "kept")
+	if err := c.Remove(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(ev("1", 10).Size())
+	for _, tt := range []struct {
+		subs []string
+		want int64 // bytes charged
+	}{
+		{[]string{"gone"}, 0},
+		{[]string{"gone", "kept"}, size},
+	} {
+		if err := c.Publish(ctx, []channel.Envelope{{Event: ev("1", 10), Subscriptions: tt.subs}}); err != nil {
+			t.Fatalf("Publish to %v: %v", tt.subs, err)
+		}
+		if got := c.Budget().Used(); got != tt.want {
+			t.Errorf("Publish to %v: %d bytes charged, want %d", tt.subs, got, tt.want)
+		}
+		if n := c.Len("gone"); n != 0 {
+			t.Errorf("Publish to %v recreated the removed queue (Len %d)", tt.subs, n)
+		}
+	}
+	m, err := kept.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Ack()
+	if u := c.Budget().Used(); u != 0 {
+		t.Fatalf("used = %d after the live route settled", u)
 	}
 }
