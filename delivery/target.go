@@ -6,8 +6,10 @@ import (
 )
 
 // DefaultMaxInFlight is the concurrency toward a subscriber when Target.MaxInFlight is
-// zero.
-const DefaultMaxInFlight = 64
+// zero, and the default of `sluice serve --max-in-flight`: 256 (the measured sweet spot
+// of the memory scenario in docs/benchmarks; workers start on demand, so an idle trigger
+// holds none of them).
+const DefaultMaxInFlight = 256
 
 // Target is where one trigger (or subscription) delivers: its subscriber, optional reply
 // address, delivery policy and concurrency. It is a value; Dispatcher.Update swaps it.
