@@ -6,9 +6,8 @@ import (
 )
 
 // DefaultMaxInFlight is the concurrency toward a subscriber when Target.MaxInFlight is
-// zero, and the default of `sluice serve --max-in-flight`: 256 (the measured sweet spot
-// of the memory scenario in docs/benchmarks; workers start on demand, so an idle trigger
-// holds none of them).
+// zero, and the default of `sluice serve --max-in-flight`. Workers start on demand, so
+// an idle trigger holds none of them.
 const DefaultMaxInFlight = 256
 
 // Target is where one trigger (or subscription) delivers: its subscriber, optional reply
