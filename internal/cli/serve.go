@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,16 +21,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-broker/sluice/broker"
+	"github.com/sluice-broker/sluice/channel/registry"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/internal/bytesize"
 )
 
 // serveFlags are the flags of `sluice serve`.
 type serveFlags struct {
 	config          string
 	addr            string
-	maxEventBytes   byteSize
-	memoryLimit     byteSize
+	maxEventBytes   bytesize.Size
+	memoryLimit     bytesize.Size
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
@@ -38,13 +41,14 @@ type serveFlags struct {
 	logLevel        string
 	logFormat       string
 	pprof           bool
-	channels        channelFlags
+	channels        *registry.Registry // --channel and every backend's flags
 }
 
 func newServeCmd() *cobra.Command {
 	f := serveFlags{
 		maxEventBytes: broker.DefaultMaxEventBytes,
-		memoryLimit:   64 << 20,
+		memoryLimit:   registry.DefaultMemoryLimit,
+		channels:      registry.New(),
 	}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -74,11 +78,11 @@ Channel and Subscription manifests; it is watched and reloaded without dropping 
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
-	f.channels.register(fl)
+	f.channels.Flags(fl)
 	return cmd
 }
 
-func newLogger(w *os.File, level, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -94,7 +98,7 @@ func newLogger(w *os.File, level, format string) (*slog.Logger, error) {
 }
 
 func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
-	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
@@ -123,13 +127,19 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	open, closeChannels, err := f.channels.open(ctx, log, reg, int64(f.memoryLimit))
-	if err != nil {
+	if err := f.channels.Start(ctx, registry.WithLogger(log), registry.WithRegisterer(reg),
+		registry.WithMemoryLimit(int64(f.memoryLimit))); err != nil {
 		return err
 	}
-	defer closeChannels()
+	defer func() { // after the brokers have closed their channels
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := f.channels.Close(cctx); err != nil {
+			log.Error("closing the channel backends", "err", err)
+		}
+	}()
 	srv, err := broker.NewServer(
-		broker.WithChannelOpener(open),
+		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
 		broker.WithRegisterer(reg),
 		broker.WithMaxEventBytes(int64(f.maxEventBytes)),
