@@ -62,7 +62,14 @@ type Consumer interface {
 	// Receive blocks until a message is available, ctx ends (ctx.Err()) or the consumer
 	// or channel is closed (ErrClosed).
 	Receive(ctx context.Context) (Message, error)
-	// Len reports how many messages wait for this subscription (the consumer lag).
+	// Len reports how many messages are stored for this subscription and not yet settled
+	// by it: those waiting to be received plus those received and not yet acknowledged or
+	// released. Messages routed only to other subscriptions never count. Every backend
+	// means the same by it; a durable backend may report a value up to a fraction of a
+	// second old (jetstream asks its server at most every 100 ms; kafka adds the records
+	// it has not read yet, refreshed every lag interval, an upper bound until it has read
+	// them), and Len itself never blocks on the network for long. The broker's drain and
+	// the sluice_queue_depth metric read it.
 	Len() int
 	// Close stops the consumer. Unsettled messages stay stored in durable backends.
 	Close() error

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
 )
 
 func TestBackend(t *testing.T) {
@@ -61,7 +62,7 @@ func TestBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	m := receive(t, cons, 5*time.Second)
+	m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 	if m.Event().ID != "id-000001" {
 		t.Fatalf("got %s", m.Event().ID)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -40,7 +41,7 @@ func TestRoundTripPreservesEvent(t *testing.T) {
 	}
 	publish(t, c, channel.Envelope{Event: want, Subscriptions: []string{"trigger-a"}})
 
-	m := receive(t, cons, 5*time.Second)
+	m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 	got := m.Event()
 	if !bytes.Equal(got.Data, want.Data) {
 		t.Fatalf("data differs: got %d bytes", len(got.Data))
@@ -81,7 +82,7 @@ func TestRouting(t *testing.T) {
 	for _, tt := range tests {
 		var got []string
 		for range tt.want {
-			m := receive(t, tt.cons, 5*time.Second)
+			m := channeltest.ReceiveN(t, tt.cons, 1, 5*time.Second)[0]
 			got = append(got, m.Event().ID)
 			if err := m.Ack(); err != nil {
 				t.Fatal(err)
@@ -90,7 +91,7 @@ func TestRouting(t *testing.T) {
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("got %v, want %v", got, tt.want)
 		}
-		expectNothing(t, tt.cons, 200*time.Millisecond)
+		channeltest.ExpectNothing(t, tt.cons, 200*time.Millisecond)
 	}
 }
 
@@ -107,7 +108,7 @@ func TestStreamOrder(t *testing.T) {
 		publish(t, c, envs...)
 	}
 	for i := range n {
-		m := receive(t, cons, 5*time.Second)
+		m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 		if want := testEvent(i, nil).ID; m.Event().ID != want {
 			t.Fatalf("message %d: got %s, want %s", i, m.Event().ID, want)
 		}
@@ -146,7 +147,7 @@ func TestUnackedSurviveRestart(t *testing.T) {
 	}
 	unacked := map[string]bool{}
 	for i := range n {
-		m := receive(t, cons, 5*time.Second)
+		m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 		if i%2 == 0 {
 			if err := m.Ack(); err != nil {
 				t.Fatal(err)
@@ -156,7 +157,7 @@ func TestUnackedSurviveRestart(t *testing.T) {
 		}
 	}
 	// Acks are not confirmed; wait until the server has applied them.
-	eventually(t, 5*time.Second, "acks applied", func() bool { return cons.Len() == n/2 })
+	channeltest.Eventually(t, 5*time.Second, "acks applied", func() bool { return cons.Len() == n/2 })
 	_ = c.Close()
 	nc.Close()
 	if err := e.Shutdown(ctx); err != nil {
@@ -168,14 +169,14 @@ func TestUnackedSurviveRestart(t *testing.T) {
 	cons2 := consume(t, c2, "t")
 	got := map[string]bool{}
 	for range n / 2 {
-		m := receive(t, cons2, 10*time.Second)
+		m := channeltest.ReceiveN(t, cons2, 1, 10*time.Second)[0]
 		got[m.Event().ID] = true
 		_ = m.Ack()
 	}
 	if !reflect.DeepEqual(got, unacked) {
 		t.Fatalf("redelivered %v, want %v", got, unacked)
 	}
-	expectNothing(t, cons2, 1500*time.Millisecond)
+	channeltest.ExpectNothing(t, cons2, 1500*time.Millisecond)
 }
 
 // TestHeldMessageKeptAlive holds a message for several AckWaits and checks the server
@@ -186,19 +187,19 @@ func TestHeldMessageKeptAlive(t *testing.T) {
 	c := newChannel(t, connect(t, e), "demo/default", WithAckWait(500*time.Millisecond))
 	cons := consume(t, c, "t")
 	publish(t, c, channel.Envelope{Event: testEvent(1, nil), Subscriptions: []string{"t"}})
-	m := receive(t, cons, 5*time.Second)
-	expectNothing(t, cons, 2*time.Second) // 4 × AckWait
+	m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
+	channeltest.ExpectNothing(t, cons, 2*time.Second) // 4 × AckWait
 	if !m.Release() {
 		t.Fatal("Release reported the event lost")
 	}
-	m2 := receive(t, cons, 5*time.Second)
+	m2 := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 	if m2.Event().ID != m.Event().ID {
 		t.Fatalf("got %s after release, want %s", m2.Event().ID, m.Event().ID)
 	}
 	if err := m2.Ack(); err != nil {
 		t.Fatal(err)
 	}
-	expectNothing(t, cons, 1500*time.Millisecond)
+	channeltest.ExpectNothing(t, cons, 1500*time.Millisecond)
 }
 
 func TestPublishUnavailable(t *testing.T) {
@@ -273,11 +274,11 @@ func TestStoreFull(t *testing.T) {
 	// Settling events frees room: publishing works again.
 	cons := consume(t, c, "t")
 	for range 5 {
-		if err := receive(t, cons, 5*time.Second).Ack(); err != nil {
+		if err := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0].Ack(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "room after acks", func() bool {
+	channeltest.Eventually(t, 5*time.Second, "room after acks", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return c.Publish(ctx, []channel.Envelope{{Event: testEvent(9999, data), Subscriptions: []string{"t"}}}) == nil
@@ -366,14 +367,14 @@ func TestLen(t *testing.T) {
 		envs[i] = channel.Envelope{Event: testEvent(i, nil), Subscriptions: []string{"lagging"}}
 	}
 	publish(t, c, envs...)
-	eventually(t, 5*time.Second, "lag 7", func() bool { return cons.Len() == 7 })
+	channeltest.Eventually(t, 5*time.Second, "lag 7", func() bool { return cons.Len() == 7 })
 	if got := other.Len(); got != 0 {
 		t.Fatalf("other subscription lag %d, want 0", got)
 	}
 	for range 3 {
-		_ = receive(t, cons, 5*time.Second).Ack()
+		_ = channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0].Ack()
 	}
-	eventually(t, 5*time.Second, "lag 4", func() bool { return cons.Len() == 4 })
+	channeltest.Eventually(t, 5*time.Second, "lag 4", func() bool { return cons.Len() == 4 })
 
 	want := map[string]float64{`broker="demo/default",subscription="lagging"`: 4, `broker="demo/default",subscription="other"`: 0}
 	if got := gather(t, reg, "sluice_jetstream_consumer_lag"); !reflect.DeepEqual(got, want) {
@@ -409,8 +410,8 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new subscription of the same name starts empty; the other keeps its event.
-	expectNothing(t, consume(t, c, "gone"), 300*time.Millisecond)
-	if id := receive(t, consume(t, c, "kept"), 5*time.Second).Event().ID; id != "id-000001" {
+	channeltest.ExpectNothing(t, consume(t, c, "gone"), 300*time.Millisecond)
+	if id := channeltest.ReceiveN(t, consume(t, c, "kept"), 1, 5*time.Second)[0].Event().ID; id != "id-000001" {
 		t.Fatalf("kept subscription got %s", id)
 	}
 }
@@ -423,7 +424,7 @@ func TestLargeEvent(t *testing.T) {
 	cons := consume(t, c, "t")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	publish(t, c, channel.Envelope{Event: testEvent(1, data), Subscriptions: []string{"t"}})
-	m := receive(t, cons, 5*time.Second)
+	m := channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0]
 	if !bytes.Equal(m.Event().Data, data) {
 		t.Fatalf("got %d bytes back", len(m.Event().Data))
 	}

@@ -86,40 +86,6 @@ func publish(t testing.TB, c *Channel, envs ...channel.Envelope) {
 	}
 }
 
-// receive receives one message or fails the test after d.
-func receive(t testing.TB, cons channel.Consumer, d time.Duration) channel.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	m, err := cons.Receive(ctx)
-	if err != nil {
-		t.Fatalf("receive: %v", err)
-	}
-	return m
-}
-
-// expectNothing fails the test if a message arrives within d.
-func expectNothing(t testing.TB, cons channel.Consumer, d time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	if m, err := cons.Receive(ctx); err == nil {
-		t.Fatalf("unexpected message %s", m.Event())
-	}
-}
-
-// eventually polls cond every 20ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // gather returns the values of the metric called name in reg, keyed by their labels
 // (name="value" pairs joined by commas, in the registry's order).
 func gather(t testing.TB, reg *prometheus.Registry, name string) map[string]float64 {

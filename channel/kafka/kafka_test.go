@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kafka"
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 	"github.com/sluice-broker/sluice/event"
@@ -64,32 +65,6 @@ func publish(t testing.TB, c *kafka.Channel, subs []string, evs ...*event.Event)
 	}
 }
 
-// receive takes n messages from k, failing after a generous timeout.
-func receive(t testing.TB, k channel.Consumer, n int) []channel.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ms := make([]channel.Message, 0, n)
-	for len(ms) < n {
-		m, err := k.Receive(ctx)
-		if err != nil {
-			t.Fatalf("after %d of %d messages: %v", len(ms), n, err)
-		}
-		ms = append(ms, m)
-	}
-	return ms
-}
-
-// receiveNone checks that k has nothing for d.
-func receiveNone(t testing.TB, k channel.Consumer, d time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	if m, err := k.Receive(ctx); err == nil {
-		t.Fatalf("unexpected message %s", m.Event().ID)
-	}
-}
-
 func TestRoundTripPreservesEvents(t *testing.T) {
 	c, _ := newChannel(t)
 	k, err := c.Consume(testCtx(t), "sub")
@@ -113,7 +88,7 @@ func TestRoundTripPreservesEvents(t *testing.T) {
 		"binary": {SpecVersion: "1.0", ID: "binary", Source: "/s", Type: "t", DataContentType: "application/octet-stream", Data: binary},
 	}
 	publish(t, c, []string{"sub"}, want["full"], want["nodata"], want["binary"])
-	for _, m := range receive(t, k, len(want)) {
+	for _, m := range channeltest.ReceiveN(t, k, len(want), 20*time.Second) {
 		got := m.Event()
 		if w := want[got.ID]; !reflect.DeepEqual(got, w) {
 			t.Errorf("event %s:\n got %#v\nwant %#v", got.ID, got, w)
@@ -141,7 +116,7 @@ func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 		publish(t, c, []string{"sub"}, evs[i:i+10]...)
 	}
 	next := make([]int, keys)
-	for _, m := range receive(t, k, len(evs)) {
+	for _, m := range channeltest.ReceiveN(t, k, len(evs), 20*time.Second) {
 		var j, i int
 		if _, err := fmt.Sscanf(m.Event().ID, "%d-%d", &j, &i); err != nil {
 			t.Fatal(err)
@@ -198,7 +173,7 @@ func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
 	}
 	publish(t, c, []string{"sub"}, evs...)
 	acked := map[string]bool{"0": true, "1": true, "2": true, "4": true, "6": true, "7": true}
-	ms := receive(t, k, 10)
+	ms := channeltest.ReceiveN(t, k, 10, 20*time.Second)
 	for _, i := range []int{7, 1, 4, 0, 6, 2} { // out of order
 		if err := ms[i].Ack(); err != nil {
 			t.Fatal(err)
@@ -224,11 +199,11 @@ func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
-	for _, m := range receive(t, k, 4) {
+	for _, m := range channeltest.ReceiveN(t, k, 4, 20*time.Second) {
 		got[m.Event().ID] = true
 		_ = m.Ack()
 	}
-	receiveNone(t, k, time.Second)
+	channeltest.ExpectNothing(t, k, time.Second)
 	for i := 0; i < 10; i++ {
 		id := strconv.Itoa(i)
 		if got[id] == acked[id] {
@@ -265,11 +240,11 @@ func TestRoutingKeepsSubscriptionsApart(t *testing.T) {
 	check := func(k channel.Consumer, want ...string) {
 		t.Helper()
 		var got []string
-		for _, m := range receive(t, k, len(want)) {
+		for _, m := range channeltest.ReceiveN(t, k, len(want), 20*time.Second) {
 			got = append(got, m.Event().ID)
 			_ = m.Ack()
 		}
-		receiveNone(t, k, 500*time.Millisecond)
+		channeltest.ExpectNothing(t, k, 500*time.Millisecond)
 		if strings.Join(sorted(got), ",") != strings.Join(sorted(want), ",") {
 			t.Errorf("got %v, want %v", got, want)
 		}
@@ -302,26 +277,15 @@ func TestLenReportsLag(t *testing.T) {
 		evs = append(evs, ev(strconv.Itoa(i)))
 	}
 	publish(t, c, []string{"lagging"}, evs...)
-	waitFor(t, "Len() == 20", func() bool { return k.Len() == 20 })
-	waitFor(t, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
+	channeltest.Eventually(t, 20*time.Second, "Len() == 20", func() bool { return k.Len() == 20 })
+	channeltest.Eventually(t, 20*time.Second, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
 	if v := gauge(t, reg, "sluice_kafka_published_records_total"); v != 20 {
 		t.Errorf("published metric %v, want 20", v)
 	}
-	for _, m := range receive(t, k, 20) {
+	for _, m := range channeltest.ReceiveN(t, k, 20, 20*time.Second) {
 		_ = m.Ack()
 	}
-	waitFor(t, "Len() == 0", func() bool { return k.Len() == 0 })
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }
 
 func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
@@ -413,7 +377,7 @@ func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
 				}
 				t.Logf("deadline %v: %v after %v", deadline, err, took)
 			}
-			receiveNone(t, k, 200*time.Millisecond)
+			channeltest.ExpectNothing(t, k, 200*time.Millisecond)
 			done := make(chan struct{})
 			go func() { _ = c.Close(); close(done) }()
 			select {
@@ -442,9 +406,9 @@ func TestLenCountsOnlyThisSubscription(t *testing.T) {
 	}
 	publish(t, c, []string{"other"}, others...)
 	publish(t, c, []string{"mine"}, mine...)
-	waitFor(t, "Len() == 5", func() bool { return k.Len() == 5 })
-	for _, m := range receive(t, k, 5) {
+	channeltest.Eventually(t, 20*time.Second, "Len() == 5", func() bool { return k.Len() == 5 })
+	for _, m := range channeltest.ReceiveN(t, k, 5, 20*time.Second) {
 		_ = m.Ack()
 	}
-	waitFor(t, "Len() == 0", func() bool { return k.Len() == 0 })
+	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }

@@ -140,7 +140,8 @@ func (c *Channel) Remove(_ context.Context, name string) error {
 	return nil
 }
 
-// Len returns how many events wait for the subscription called name.
+// Len returns how many events are stored for the subscription called name and not
+// settled by it (Consumer.Len of its consumer).
 func (c *Channel) Len(name string) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

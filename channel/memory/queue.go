@@ -33,6 +33,8 @@ type queue struct {
 	done  chan struct{} // closed by Close or the channel's Close
 	once  sync.Once
 
+	out atomic.Int64 // entries handed out by Receive and not yet settled
+
 	mu    sync.Mutex
 	ring  []*entry
 	head  int
@@ -78,11 +80,12 @@ func (q *queue) pop() (e *entry, more bool) {
 	return e, q.count > 0
 }
 
-// Len is the number of entries waiting.
+// Len is the number of entries stored for the subscription and not settled by it: those
+// waiting plus those handed out by Receive and not yet acknowledged or released.
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.count
+	return q.count + int(q.out.Load())
 }
 
 // Receive implements channel.Consumer.
@@ -97,7 +100,8 @@ func (q *queue) Receive(ctx context.Context) (channel.Message, error) {
 			if more {
 				q.signal()
 			}
-			return message{e}, nil
+			q.out.Add(1)
+			return message{e: e, q: q}, nil
 		}
 		select {
 		case <-q.ready:
@@ -129,11 +133,15 @@ func (q *queue) drop() int {
 	}
 }
 
-// message is one entry handed to one subscription.
-type message struct{ e *entry }
+// message is one entry handed to one subscription. Settle it once (Ack or Release), as
+// the channel contract says.
+type message struct {
+	e *entry
+	q *queue
+}
 
 func (m message) Event() *event.Event { return m.e.ev }
-func (m message) Ack() error          { m.e.settle(); return nil }
+func (m message) Ack() error          { m.q.out.Add(-1); m.e.settle(); return nil }
 
 // Release frees the entry: a memory channel cannot deliver it again.
-func (m message) Release() bool { m.e.settle(); return false }
+func (m message) Release() bool { m.q.out.Add(-1); m.e.settle(); return false }

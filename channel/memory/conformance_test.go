@@ -1,0 +1,14 @@
+package memory
+
+import (
+	"testing"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
+)
+
+func TestConformance(t *testing.T) {
+	channeltest.Run(t, channeltest.Harness{
+		Open: func(t *testing.T) channel.Channel { return New() },
+	})
+}
