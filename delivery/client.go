@@ -6,39 +6,27 @@ import (
 	"time"
 )
 
-// ClientOption tunes NewClient.
-type ClientOption func(*http.Transport)
-
-// WithIdleConnsPerHost sets how many idle keep-alive connections are kept per
-// subscriber host (default 1024).
-func WithIdleConnsPerHost(n int) ClientOption {
-	return func(t *http.Transport) { t.MaxIdleConnsPerHost = n }
-}
-
-// WithIdleConnTimeout sets how long an idle connection is kept (default 90 s).
-func WithIdleConnTimeout(d time.Duration) ClientOption {
-	return func(t *http.Transport) { t.IdleConnTimeout = d }
-}
-
 // NewClient returns the HTTP client Sluice delivers with, meant to be shared by every
 // dispatcher of a process. Go's default keeps 2 idle connections per host, so at tens of
 // thousands of events per second most requests would open a new connection; this one
-// keeps up to 1024 idle keep-alive connections per host (16384 in all), puts no bound on
-// connections per host (the dispatchers' in-flight limits bound them), dials in at most
-// 5 s with 30 s TCP keep-alive, and speaks HTTP/1.1 only (no HTTP/2 negotiation: one
+// keeps up to 1024 idle keep-alive connections per host, opens at most
+// DefaultMaxConnsPerHost to one host (a request beyond waits for one to come free),
+// closes idle ones after DefaultIdleTimeout, dials in at most 5 s with 30 s TCP
+// keep-alive, and speaks HTTP/1.1 only (no HTTP/2 negotiation: one
 // request per connection at a time keeps head-of-line blocking out of per-attempt
 // timeouts). http:// subscribers are reached through h1Transport, which writes each
 // request in one system call and reads the response without net/http's per-connection
 // goroutines; https:// ones through net/http's Transport. Redirects are not followed: a 3xx is a failed delivery. Per-attempt
 // timeouts come from the request context (Policy.Timeout), not from the client.
-func NewClient(opts ...ClientOption) *http.Client {
+func NewClient() *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		MaxIdleConns:          16384,
 		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
+		MaxConnsPerHost:       DefaultMaxConnsPerHost,
+		IdleConnTimeout:       DefaultIdleTimeout,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: 0,
 		ForceAttemptHTTP2:     false,
@@ -49,11 +37,8 @@ func NewClient(opts ...ClientOption) *http.Client {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	t.Protocols = &protos
-	for _, o := range opts {
-		o(t)
-	}
 	return &http.Client{
-		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.IdleConnTimeout),
+		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

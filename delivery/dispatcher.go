@@ -68,6 +68,7 @@ type Dispatcher struct {
 	nWorkers   int               // workers running
 	maxWorkers int               // bound on workers: the in-flight limit
 	idle       atomic.Int32      // workers waiting for work
+	ownClient  bool              // the client was made by NewDispatcher: Run closes its idle connections
 }
 
 // NewDispatcher returns a dispatcher that delivers the messages of c to t. An invalid
@@ -80,6 +81,7 @@ func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 	}
 	if d.client == nil {
 		d.client = NewClient()
+		d.ownClient = true
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -216,6 +218,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Unlock()
 	close(d.ready)
 	d.workers.Wait()
+	if d.ownClient { // nobody else will: its idle connections and their janitor go too
+		d.client.CloseIdleConnections()
+	}
 	return nil
 }
 

@@ -40,9 +40,19 @@
 // An ordered Target delivers the events that share a partitionkey extension one at a
 // time in arrival order, retries included; keys proceed in parallel; events without the
 // extension share one key. An unordered target delivers up to the in-flight limit at
-// once. A fixed pool of MaxInFlight workers makes attempts; at most MaxInFlight +
-// MaxPending messages are held (see WithMaxPending), after which the dispatcher stops
-// receiving: memory stays bounded.
+// once. Workers make the attempts: they start on demand, one per attempt in flight up
+// to the in-flight limit (MaxInFlight, default DefaultMaxInFlight), and leave after a
+// while idle, so a quiet trigger holds no goroutine. At most MaxInFlight + MaxPending
+// messages are held (see WithMaxPending), after which the dispatcher stops receiving:
+// memory stays bounded.
+//
+// # Connections
+//
+// NewClient's transport keeps HTTP/1.1 keep-alive connections per subscriber host, at
+// most DefaultMaxConnsPerHost open to one host (shared by the triggers delivering there;
+// a request beyond waits for a connection), closes those idle for DefaultIdleTimeout,
+// and closes a retired trigger's idle ones at once (CloseIdleTo). Informational (1xx)
+// responses are skipped; redirects are not followed (a 3xx is a failed attempt).
 //
 // # Adaptive concurrency
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,23 +23,45 @@ import (
 // hand-offs cost more than the HTTP itself (BenchmarkTransport in this package compares
 // the two). Other schemes (https) go to the fallback transport.
 //
-// Connections are kept per host, at most maxIdle idle each, and closed after idleTimeout
-// unused. A request that fails on a reused connection before any response byte arrives
-// is sent once more on a new connection: the usual cause is a server that closed the
-// idle connection; should the server have received it after all, the subscriber sees
-// the event twice, which at-least-once delivery allows. Response bodies must be read to
-// EOF and closed for the connection to be reused.
+// Connections are kept per host:port. At most maxConns are open to one host at once
+// (idle or in use); a request beyond that waits, under its context, for one to come
+// free. At most maxIdle are kept idle; an idle connection is closed once unused for
+// idleTimeout, by a janitor goroutine that runs only while idle connections exist, and at
+// once by CloseIdleConnections or CloseIdleTo (a retired trigger's subscriber). A request
+// that fails on a reused connection before any response byte arrives is sent once more
+// on a new connection: the usual cause is a server that closed the idle connection;
+// should the server have received it after all, the subscriber sees the event twice,
+// which at-least-once delivery allows. Informational (1xx) responses before the final one
+// are skipped. Response bodies must be read to EOF and closed for the connection to be
+// reused.
+//
+// Why not the load generator's client (loadtest/load/rawhttp.go)? Both write a request
+// in one system call, but the needs differ: delivery must hand the dispatcher a full
+// *http.Response (Retry-After, a reply's ce- headers and body) built from an
+// *http.Request, while the generator writes pre-assembled request bytes and parses only
+// the status and framing of answers it throws away, which keeps it cheaper than what it
+// measures. One shared parser would make the generator pay for headers it never reads.
 //
 // Safe for concurrent use.
 type h1Transport struct {
 	dialer      net.Dialer
 	fallback    http.RoundTripper
 	maxIdle     int
+	maxConns    int
 	idleTimeout time.Duration
 
-	mu   sync.Mutex
-	idle map[string][]*h1Conn // host:port → idle connections, most recent last
-	bufs sync.Pool            // *[]byte request buffers
+	mu      sync.Mutex
+	hosts   map[string]*h1Host // host:port → its connections
+	janitor bool               // the janitor goroutine runs
+	kick    chan struct{}      // wakes the janitor early (CloseIdleConnections)
+	bufs    sync.Pool          // *[]byte request buffers
+}
+
+// h1Host is the connection pool of one host:port. Guarded by h1Transport.mu.
+type h1Host struct {
+	idle []*h1Conn     // most recent last
+	open int           // connections open: idle, in use or being dialed
+	free chan struct{} // one-slot signal: a connection came free (idle or closed)
 }
 
 type h1Conn struct {
@@ -48,9 +71,20 @@ type h1Conn struct {
 	lastUsed time.Time
 }
 
-func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle int, idleTimeout time.Duration) *h1Transport {
-	t := &h1Transport{dialer: dialer, fallback: fallback, maxIdle: maxIdle, idleTimeout: idleTimeout,
-		idle: make(map[string][]*h1Conn)}
+// Defaults of the delivery client's connection pool.
+const (
+	// DefaultMaxConnsPerHost bounds the connections open to one subscriber host:port,
+	// shared by every trigger delivering there: four triggers at the default in-flight
+	// limit.
+	DefaultMaxConnsPerHost = 4 * DefaultMaxInFlight
+	// DefaultIdleTimeout is how long an unused keep-alive connection is kept, as in
+	// net/http.
+	DefaultIdleTimeout = 90 * time.Second
+)
+
+func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxConns int, idleTimeout time.Duration) *h1Transport {
+	t := &h1Transport{dialer: dialer, fallback: fallback, maxIdle: maxIdle, maxConns: maxConns, idleTimeout: idleTimeout,
+		hosts: make(map[string]*h1Host), kick: make(chan struct{}, 1)}
 	t.bufs.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return t
 }
@@ -60,10 +94,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
 		return t.fallback.RoundTrip(req)
 	}
-	host := req.URL.Host
-	if req.URL.Port() == "" {
-		host = net.JoinHostPort(req.URL.Hostname(), "80")
-	}
+	host := hostPort(req.URL)
 	bp := t.bufs.Get().(*[]byte)
 	buf, err := appendRequest((*bp)[:0], req)
 	if err != nil {
@@ -84,7 +115,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		pc.c.Close()
+		t.close(pc)
 		if reused && sentNothing && attempt == 0 && req.Context().Err() == nil {
 			continue // a keep-alive connection the server had closed: once more on a new one
 		}
@@ -111,13 +142,37 @@ func (t *h1Transport) exchange(req *http.Request, pc *h1Conn, buf []byte) (resp 
 		stop()
 		return nil, true, ctxErr(ctx, err)
 	}
-	resp, err = http.ReadResponse(pc.br, req)
+	resp, err = readFinalResponse(pc.br, req)
 	if err != nil {
 		stop()
 		return nil, false, ctxErr(ctx, err)
 	}
 	resp.Body = &h1Body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
 	return resp, false, nil
+}
+
+// max1xx bounds the informational responses skipped before the final one, as net/http
+// does, so that a misbehaving server cannot keep a delivery reading forever.
+const max1xx = 5
+
+// readFinalResponse reads the response to req, skipping informational (1xx) responses
+// such as 100 Continue or 103 Early Hints. 101 Switching Protocols is an error: a
+// delivery never asks to upgrade.
+func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for i := 0; ; i++ {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode >= 200 || resp.StatusCode < 100:
+			return resp, nil
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, fmt.Errorf("delivery: the subscriber switched protocols (101)")
+		case i >= max1xx:
+			return nil, fmt.Errorf("delivery: more than %d informational responses", max1xx)
+		}
+	}
 }
 
 // ctxErr prefers the context's error (deadline, cancellation) to the I/O error it caused.
@@ -134,55 +189,220 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// get returns an idle connection to host, or dials one.
+// get returns an idle connection to host, or dials one if fewer than maxConns are open,
+// or waits for one to come free until ctx ends.
 func (t *h1Transport) get(ctx context.Context, host string) (pc *h1Conn, reused bool, err error) {
-	now := time.Now()
-	t.mu.Lock()
-	for conns := t.idle[host]; len(conns) > 0; conns = t.idle[host] {
-		pc = conns[len(conns)-1]
-		conns[len(conns)-1] = nil
-		t.idle[host] = conns[:len(conns)-1]
-		if now.Sub(pc.lastUsed) < t.idleTimeout {
-			t.mu.Unlock()
-			return pc, true, nil
+	for {
+		t.mu.Lock()
+		h := t.hosts[host]
+		if h == nil {
+			h = &h1Host{free: make(chan struct{}, 1)}
+			t.hosts[host] = h
 		}
-		pc.c.Close()
+		now := time.Now()
+		for n := len(h.idle); n > 0; n = len(h.idle) {
+			pc = h.idle[n-1]
+			h.idle[n-1] = nil
+			h.idle = h.idle[:n-1]
+			if now.Sub(pc.lastUsed) < t.idleTimeout {
+				t.passOn(h)
+				t.mu.Unlock()
+				return pc, true, nil
+			}
+			h.open--
+			pc.c.Close()
+		}
+		if h.open < t.maxConns {
+			h.open++
+			t.mu.Unlock()
+			c, err := t.dialer.DialContext(ctx, "tcp", host)
+			if err != nil {
+				t.release(host)
+				return nil, false, err
+			}
+			return &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host}, false, nil
+		}
+		free := h.free
+		t.mu.Unlock()
+		select {
+		case <-free:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// passOn wakes another waiter if the host still has an idle connection or room to dial;
+// called with t.mu held after a waiter took what woke it.
+func (t *h1Transport) passOn(h *h1Host) {
+	if len(h.idle) > 0 || h.open < t.maxConns {
+		signal(h.free)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// close closes pc and frees its place in its host's pool.
+func (t *h1Transport) close(pc *h1Conn) {
+	pc.c.Close()
+	t.release(pc.host)
+}
+
+// release frees one connection's place in host's pool.
+func (t *h1Transport) release(host string) {
+	t.mu.Lock()
+	if h := t.hosts[host]; h != nil {
+		h.open--
+		t.forgetIfEmpty(host, h)
+		signal(h.free)
 	}
 	t.mu.Unlock()
-	c, err := t.dialer.DialContext(ctx, "tcp", host)
-	if err != nil {
-		return nil, false, err
+}
+
+// forgetIfEmpty drops an unused host's pool, so that a subscriber that went away costs
+// nothing; called with t.mu held.
+func (t *h1Transport) forgetIfEmpty(host string, h *h1Host) {
+	if h.open == 0 && len(h.idle) == 0 && len(h.free) == 0 {
+		delete(t.hosts, host)
 	}
-	return &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host}, false, nil
 }
 
 // put returns pc to the idle pool, or closes it when the pool is full.
 func (t *h1Transport) put(pc *h1Conn) {
 	pc.lastUsed = time.Now()
 	t.mu.Lock()
-	if len(t.idle[pc.host]) < t.maxIdle {
-		t.idle[pc.host] = append(t.idle[pc.host], pc)
+	h := t.hosts[pc.host]
+	if h != nil && len(h.idle) < t.maxIdle {
+		h.idle = append(h.idle, pc)
+		signal(h.free)
+		t.startJanitor()
 		t.mu.Unlock()
 		return
 	}
 	t.mu.Unlock()
-	pc.c.Close()
+	t.close(pc)
+}
+
+// startJanitor starts the goroutine that closes expired idle connections, unless it
+// runs; called with t.mu held. It exits by itself when no idle connection is left.
+func (t *h1Transport) startJanitor() {
+	if t.janitor {
+		return
+	}
+	t.janitor = true
+	go t.sweep()
+}
+
+// sweep closes idle connections unused for idleTimeout, every idleTimeout/2 or when
+// kicked, until none is left.
+func (t *h1Transport) sweep() {
+	tick := time.NewTicker(max(t.idleTimeout/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-t.kick:
+		}
+		var expired []*h1Conn
+		now := time.Now()
+		t.mu.Lock()
+		left := 0
+		for host, h := range t.hosts {
+			keep := h.idle[:0]
+			for _, pc := range h.idle {
+				if now.Sub(pc.lastUsed) >= t.idleTimeout {
+					expired = append(expired, pc)
+					h.open--
+				} else {
+					keep = append(keep, pc)
+				}
+			}
+			clear(h.idle[len(keep):])
+			h.idle = keep
+			left += len(keep)
+			if len(expired) > 0 {
+				signal(h.free)
+			}
+			t.forgetIfEmpty(host, h)
+		}
+		if left == 0 {
+			t.janitor = false
+		}
+		t.mu.Unlock()
+		for _, pc := range expired {
+			pc.c.Close()
+		}
+		if left == 0 {
+			return
+		}
+	}
+}
+
+// closeIdle closes the idle connections of the hosts keep selects.
+func (t *h1Transport) closeIdle(match func(host string) bool) {
+	var idle []*h1Conn
+	t.mu.Lock()
+	for host, h := range t.hosts {
+		if !match(host) {
+			continue
+		}
+		idle = append(idle, h.idle...)
+		h.open -= len(h.idle)
+		clear(h.idle)
+		h.idle = h.idle[:0]
+		signal(h.free)
+		t.forgetIfEmpty(host, h)
+	}
+	t.mu.Unlock()
+	for _, pc := range idle {
+		pc.c.Close()
+	}
+	signal(t.kick) // the janitor, if it runs, sees whether anything is left
 }
 
 // CloseIdleConnections closes the idle connections (http.Client calls it by name).
 func (t *h1Transport) CloseIdleConnections() {
-	t.mu.Lock()
-	idle := t.idle
-	t.idle = make(map[string][]*h1Conn)
-	t.mu.Unlock()
-	for _, conns := range idle {
-		for _, pc := range conns {
-			pc.c.Close()
-		}
-	}
+	t.closeIdle(func(string) bool { return true })
 	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
+}
+
+// CloseIdleTo closes c's idle connections to rawURL's host and port: the broker calls it
+// when a trigger is retired, so that a subscriber nobody delivers to any more holds no
+// connection until the idle timeout. With a client whose transport is not Sluice's
+// delivery transport it closes all of c's idle connections instead.
+func CloseIdleTo(c *http.Client, rawURL string) {
+	t, ok := c.Transport.(*h1Transport)
+	if !ok {
+		c.CloseIdleConnections()
+		return
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return
+	}
+	if u.Scheme != "http" {
+		if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+			ci.CloseIdleConnections()
+		}
+		return
+	}
+	host := hostPort(u)
+	t.closeIdle(func(h string) bool { return h == host })
+}
+
+// hostPort is the host:port key of u's pool.
+func hostPort(u *url.URL) string {
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "80")
+	}
+	return u.Host
 }
 
 // h1Body is a response body that gives its connection back when read to EOF and closed.
@@ -216,7 +436,8 @@ func (b *h1Body) Close() error {
 		b.t.put(b.pc)
 		return nil
 	}
-	return b.pc.c.Close()
+	b.t.close(b.pc)
+	return nil
 }
 
 // maxPooledRequest is the largest request buffer kept for reuse.

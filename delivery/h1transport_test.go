@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -15,7 +16,7 @@ import (
 )
 
 func newTestH1() *h1Transport {
-	return newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, time.Minute)
+	return newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 64, time.Minute)
 }
 
 func post(t *testing.T, rt http.RoundTripper, ctx context.Context, url string, body string, h http.Header) (*http.Response, string, error) {
@@ -156,7 +157,7 @@ func TestH1TransportRejectsHeaderInjection(t *testing.T) {
 func TestH1TransportHTTPSFallback(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) }))
 	defer srv.Close()
-	h1 := newH1Transport(net.Dialer{}, srv.Client().Transport, 4, time.Minute)
+	h1 := newH1Transport(net.Dialer{}, srv.Client().Transport, 4, 4, time.Minute)
 	if resp, _, err := post(t, h1, context.Background(), srv.URL, "x", nil); err != nil || resp.StatusCode != 202 {
 		t.Fatalf("https through the fallback: %v %v", resp, err)
 	}
@@ -194,5 +195,193 @@ func BenchmarkTransport(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// rawServer accepts connections on 127.0.0.1 and answers every request it reads (head
+// and Content-Length body) with answer; it counts connections.
+func rawServer(t *testing.T, answer string) (url string, conns *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/", conns
+}
+
+func TestH1TransportSkipsInformationalResponses(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   string
+		want     int
+		wantBody string
+		wantErr  bool
+	}{
+		{"100 Continue", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok", 202, "ok", false},
+		{"103 then 100", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 200, "", false},
+		{"101 is an error", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 0, "", true},
+		{"endless 1xx", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 10) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url, _ := rawServer(t, tt.answer)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, body, err := post(t, newTestH1(), ctx, url, "x", nil)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got %d, want an error", resp.StatusCode)
+				}
+				return
+			}
+			if err != nil || resp.StatusCode != tt.want || body != tt.wantBody {
+				t.Fatalf("got %v %q %v, want %d %q", resp, body, err, tt.want, tt.wantBody)
+			}
+		})
+	}
+}
+
+// TestH1TransportCapsConnectionsPerHost: with the cap at 2, 8 concurrent slow requests
+// open 2 connections and all complete; a request whose context ends while waiting for a
+// connection fails with the context's error.
+func TestH1TransportCapsConnectionsPerHost(t *testing.T) {
+	var inFlight, peak atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(50 * time.Millisecond)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	conns := countConns(srv)
+	srv.Start()
+	defer srv.Close()
+	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 2, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			resp, _, err := post(t, h1, ctx, srv.URL, "x", nil)
+			if err == nil && resp.StatusCode != http.StatusAccepted {
+				err = errors.New(resp.Status)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, p := conns.Load(), peak.Load(); c > 2 || p > 2 {
+		t.Fatalf("%d connections, %d requests at once; the cap is 2", c, p)
+	}
+	// Hold both connections, then ask for a third with a short context.
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-hold
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer slow.Close()
+	defer close(hold)
+	for i := 0; i < 2; i++ {
+		go post(t, h1, ctx, slow.URL, "x", nil)
+	}
+	time.Sleep(100 * time.Millisecond)
+	short, scancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer scancel()
+	if _, _, err := post(t, h1, short, slow.URL, "x", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third request at the cap = %v, want DeadlineExceeded", err)
+	}
+}
+
+// idleCount is the number of idle connections the transport keeps.
+func idleCount(t *h1Transport) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, h := range t.hosts {
+		n += len(h.idle)
+	}
+	return n
+}
+
+func janitorRuns(t *h1Transport) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.janitor
+}
+
+// TestH1TransportIdleConnections: idle connections close after the idle timeout with no
+// request looking at them, the janitor then exits; CloseIdleTo closes one host's only.
+func TestH1TransportIdleConnections(t *testing.T) {
+	a, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+	b, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 16, 200*time.Millisecond)
+	ctx := context.Background()
+	for _, u := range []string{a, b} {
+		if _, _, err := post(t, h1, ctx, u, "x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := idleCount(h1); n != 2 || !janitorRuns(h1) {
+		t.Fatalf("%d idle, janitor %v; want 2 idle and the janitor running", n, janitorRuns(h1))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for idleCount(h1) > 0 || janitorRuns(h1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: %d idle, janitor %v", idleCount(h1), janitorRuns(h1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	h1.idleTimeout = time.Minute
+	for _, u := range []string{a, b} {
+		if _, _, err := post(t, h1, ctx, u, "x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	CloseIdleTo(&http.Client{Transport: h1}, a+"some/path")
+	if n := idleCount(h1); n != 1 {
+		t.Fatalf("after CloseIdleTo(a): %d idle, want b's 1", n)
+	}
+	h1.CloseIdleConnections()
+	if n := idleCount(h1); n != 0 {
+		t.Fatalf("after CloseIdleConnections: %d idle", n)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for janitorRuns(h1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the janitor runs on with no idle connection")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

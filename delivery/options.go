@@ -51,11 +51,6 @@ func WithMetrics(m *Metrics) Option { return func(d *Dispatcher) { d.metrics = m
 // off. Default: on.
 func WithAdaptive(on bool) Option { return func(d *Dispatcher) { d.adaptive = on } }
 
-// WithMaxReplyBytes bounds the body of a reply event; a larger reply is counted as
-// invalid and dropped with a log record, the delivery itself counting as done. Default:
-// 4 MiB.
-func WithMaxReplyBytes(n int64) Option { return func(d *Dispatcher) { d.maxReply = n } }
-
 // WithMaxPending bounds the messages the dispatcher holds besides those in flight:
 // messages waiting for a retry timer and, on an ordered target, messages queued behind an
 // earlier one of the same key. When the bound is reached the dispatcher stops taking

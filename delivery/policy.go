@@ -41,8 +41,10 @@ func ParseBackoffPolicy(s string) (BackoffPolicy, bool) {
 // Defaults used when a Policy field is zero.
 const (
 	// DefaultTimeout bounds one attempt when Policy.Timeout is zero, so that a subscriber
-	// that never answers cannot hold a worker for ever.
-	DefaultTimeout = 30 * time.Second
+	// that never answers cannot hold a worker for ever. It is the same 10 s that config
+	// applies to a Trigger without delivery.timeout, so a Policy built by hand behaves
+	// like one loaded from a manifest.
+	DefaultTimeout = 10 * time.Second
 	// MaxRetryAfter caps a Retry-After wait when Policy.RetryAfterMax is zero (the field
 	// absent): Knative honours the header without bound then; Sluice bounds it so that a
 	// misbehaving subscriber cannot park events for days.
