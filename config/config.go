@@ -33,16 +33,18 @@ const (
 	BackoffExponential = "exponential"
 )
 
-// DefaultDelivery is the delivery used for every field that neither a Trigger (or
+// DefaultDelivery returns the delivery used for every field that neither a Trigger (or
 // Subscription) nor its Broker (or Channel) sets: 3 retries (4 attempts) with
-// exponential backoff from 200 ms, a 10 s timeout per attempt, Retry-After honoured up
-// to 30 s, and no dead-letter sink.
-var DefaultDelivery = Delivery{
-	Retry:         3,
-	BackoffPolicy: BackoffExponential,
-	BackoffDelay:  200 * time.Millisecond,
-	Timeout:       10 * time.Second,
-	RetryAfterMax: 30 * time.Second,
+// exponential backoff from 200 ms, a 10 s timeout per attempt (delivery.DefaultTimeout
+// is the same), Retry-After honoured up to 30 s, and no dead-letter sink.
+func DefaultDelivery() Delivery {
+	return Delivery{
+		Retry:         3,
+		BackoffPolicy: BackoffExponential,
+		BackoffDelay:  200 * time.Millisecond,
+		Timeout:       10 * time.Second,
+		RetryAfterMax: 30 * time.Second,
+	}
 }
 
 // Config is a loaded, validated configuration.

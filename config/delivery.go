@@ -6,7 +6,7 @@ import (
 )
 
 // partialDelivery is a DeliverySpec as written: nil fields are unset and fall back to
-// the broker's, then to DefaultDelivery.
+// the broker's, then to DefaultDelivery().
 type partialDelivery struct {
 	retry                 *int
 	policy                *string
@@ -83,9 +83,9 @@ func (p partialDelivery) over(q partialDelivery) partialDelivery {
 	return p
 }
 
-// resolve fills the remaining fields from DefaultDelivery.
+// resolve fills the remaining fields from DefaultDelivery().
 func (p partialDelivery) resolve() Delivery {
-	d := DefaultDelivery
+	d := DefaultDelivery()
 	if p.retry != nil {
 		d.Retry = *p.retry
 	}

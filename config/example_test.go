@@ -18,7 +18,7 @@ func TestExampleDemo(t *testing.T) {
 		t.Fatalf("triggers %+v", tr)
 	}
 	for _, x := range tr {
-		if x.Delivery != DefaultDelivery || x.Subscriber != "http://127.0.0.1:9000/" {
+		if x.Delivery != DefaultDelivery() || x.Subscriber != "http://127.0.0.1:9000/" {
 			t.Errorf("%s: %+v", x.Key(), x)
 		}
 	}

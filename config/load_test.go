@@ -51,7 +51,7 @@ func TestLoadKnativeTrigger(t *testing.T) {
 		t.Fatalf("%+v", cfg.Brokers)
 	}
 	tr := b.Triggers[0]
-	if tr.Key() != "default/my-service-trigger" || tr.Delivery != DefaultDelivery {
+	if tr.Key() != "default/my-service-trigger" || tr.Delivery != DefaultDelivery() {
 		t.Errorf("%+v", tr)
 	}
 	ok := &event.Event{Type: "dev.knative.foo.bar", ID: "1", Source: "s", SpecVersion: "1.0",
@@ -121,7 +121,7 @@ func TestLoadDirectoryAndFallback(t *testing.T) {
 	}
 	tr := b.Triggers[0]
 	// Field by field: backoffDelay from the trigger, retry and timeout from the broker,
-	// the rest from DefaultDelivery.
+	// the rest from DefaultDelivery().
 	want := Delivery{Retry: 7, BackoffPolicy: "exponential", BackoffDelay: 500 * time.Millisecond,
 		Timeout: 2 * time.Second, RetryAfterMax: 30 * time.Second}
 	if tr.Delivery != want || !tr.Ordered || tr.Source != "testdata/dir/b-triggers.yml" {

@@ -49,7 +49,7 @@ func ModeOf(contentType string) (Mode, error) {
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
-		return ModeBinary, httpErr(http.StatusUnsupportedMediaType, fmt.Errorf("content-type %q: %v", contentType, err))
+		return ModeBinary, httpErr(http.StatusUnsupportedMediaType, fmt.Errorf("content-type %q: %w", contentType, err))
 	}
 	switch mt {
 	case MediaTypeStructured:

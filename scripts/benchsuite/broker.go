@@ -74,7 +74,7 @@ func startBroker(ctx context.Context, sluice, dir, cfg string, extra ...string) 
 	case u := <-urls:
 		b.ingest = u
 	case <-b.exited:
-		return nil, fmt.Errorf("sluice serve exited before serving (%v): %s", b.waitErr, b.logTail())
+		return nil, fmt.Errorf("sluice serve exited before serving (%w): %s", b.waitErr, b.logTail())
 	case <-time.After(60 * time.Second):
 		b.Stop()
 		return nil, fmt.Errorf("sluice serve printed no ingest URL in 60s: %s", b.logTail())
@@ -110,7 +110,7 @@ func (b *brokerProc) waitReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-b.exited:
-			return fmt.Errorf("sluice serve exited (%v): %s", b.waitErr, b.logTail())
+			return fmt.Errorf("sluice serve exited (%w): %s", b.waitErr, b.logTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
