@@ -13,15 +13,17 @@ import (
 type connWatch struct {
 	nc     *nats.Conn
 	events chan nats.Status
+	done   chan struct{} // closed when the status goroutine has returned
 
 	mu   sync.Mutex
 	lost chan struct{} // closed while the connection is not connected
 }
 
 func watchConn(nc *nats.Conn) *connWatch {
-	w := &connWatch{nc: nc, events: nc.StatusChanged(), lost: make(chan struct{})}
+	w := &connWatch{nc: nc, events: nc.StatusChanged(), done: make(chan struct{}), lost: make(chan struct{})}
 	w.update()
 	go func() {
+		defer close(w.done)
 		for range w.events { // closed by stop
 			w.update()
 		}
@@ -54,4 +56,7 @@ func (w *connWatch) Lost() <-chan struct{} {
 	return w.lost
 }
 
-func (w *connWatch) stop() { w.nc.RemoveStatusListener(w.events) }
+func (w *connWatch) stop() {
+	w.nc.RemoveStatusListener(w.events)
+	<-w.done
+}

@@ -70,7 +70,8 @@ type Channel struct {
 	consumers map[string]*consumer
 	closed    bool
 
-	stop chan struct{}
+	life context.Context // ends at Close: stops the lag refresh and its requests
+	end  context.CancelFunc
 	wg   sync.WaitGroup
 }
 
@@ -99,7 +100,6 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 		log:       newRateLog(cfg.logger),
 		topicSem:  make(chan struct{}, 1),
 		consumers: make(map[string]*consumer),
-		stop:      make(chan struct{}),
 	}
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -123,6 +123,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 		c.log.warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
 	}
 	cancel()
+	c.life, c.end = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.refreshLag()
 	return c, nil
@@ -314,7 +315,7 @@ func (c *Channel) Close() error {
 	for _, k := range ks {
 		_ = k.Close()
 	}
-	close(c.stop)
+	c.end()
 	if c.cfg.registerer != nil {
 		c.cfg.registerer.Unregister(c.met)
 	}

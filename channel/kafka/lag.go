@@ -23,7 +23,7 @@ func (c *Channel) refreshLag() {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-c.life.Done():
 			return
 		case <-t.C:
 		}
@@ -32,14 +32,9 @@ func (c *Channel) refreshLag() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.lagInterval+5*time.Second)
-		go func() {
-			select {
-			case <-c.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		unhook := context.AfterFunc(c.life, cancel) // Close ends the requests in flight
 		c.updateLag(ctx, ks)
+		unhook()
 		cancel()
 	}
 }
