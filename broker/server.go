@@ -177,7 +177,11 @@ func (s *Server) Shutdown(ctx context.Context) int {
 		wg.Go(func() { left.Add(int64(b.drain(ctx))) })
 	}
 	wg.Wait()
-	return int(left.Load()) + s.removed.wait()
+	n := int(left.Load()) + s.removed.wait()
+	// Every dispatcher has returned: the delivery client's idle connections (and the
+	// transport's janitor with them) go too.
+	s.client.CloseIdleConnections()
+	return n
 }
 
 // newBroker returns the broker of bc on ch, with no triggers yet.

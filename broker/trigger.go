@@ -180,11 +180,13 @@ func (t *trigger) stop(ctx context.Context) int {
 	return n
 }
 
-// forget drops what the server keeps of a trigger that is gone: its metrics series.
+// forget drops what the server keeps of a trigger that is gone: its metrics series and
+// its idle connections.
 func (t *trigger) forget(s *Server) {
 	s.deliveryMetrics.Forget(t.key)
-	// TODO(transport): delivery.CloseIdleTo(s.client, t.url) once it exists, so that the
-	// idle keep-alive connections to a removed subscriber are closed.
+	// The subscriber may be gone for good: its idle keep-alive connections go now, not
+	// after the idle timeout (another trigger delivering there simply dials again).
+	delivery.CloseIdleTo(s.client, t.url)
 }
 
 // removeTimeout bounds the deletion of a retired trigger's queue in the backend.
