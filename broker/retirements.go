@@ -25,12 +25,19 @@ func (r *retirements) start(retire func() (left int)) {
 	})
 }
 
-// wait waits for every retirement and returns what those that ended after the call began
-// left undelivered. Call it once no more can start.
-func (r *retirements) wait() int {
+// claim makes every retirement that ends from now on add what it left to wait's count
+// instead of only logging it. Shutdown claims before its deadline can end a retirement,
+// so that none ends uncounted between the deadline and the call to wait.
+func (r *retirements) claim() {
 	r.mu.Lock()
 	r.waiting = true
 	r.mu.Unlock()
+}
+
+// wait waits for every retirement and returns what those that ended after claim (or this
+// call) left undelivered. Call it once no more can start.
+func (r *retirements) wait() int {
+	r.claim()
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -166,6 +166,12 @@ func (s *Server) Shutdown(ctx context.Context) int {
 	s.ingestMu.Lock()
 	//lint:ignore SA2001 the lock is the wait; nothing needs doing under it
 	s.ingestMu.Unlock()
+	// What the retirements still running leave is Shutdown's to count, even those that
+	// end when ctx does, before drain gets to wait for them.
+	s.removed.claim()
+	for _, b := range s.snapshot() {
+		b.retiring.claim()
+	}
 	// When ctx ends, so does every retirement still delivering: nothing outlives the
 	// deadline.
 	stop := context.AfterFunc(ctx, s.end)
