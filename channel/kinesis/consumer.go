@@ -46,6 +46,8 @@ type shard struct {
 	skip    map[string]struct{} // from the checkpoint: settled already, not to hand out again
 	last    string              // sequence number of the last record read
 	drained bool                // the shard is closed and read to its end
+	// listedSince: the shards were listed after this one drained (its children found).
+	listedSince bool
 }
 
 // pending is one record of a shard in read order.
@@ -145,13 +147,13 @@ func (k *consumer) follow() {
 	}
 }
 
-// wantsList reports whether a shard finished since the shards were last listed: its
-// children may start now rather than at the next refresh.
+// wantsList reports whether a shard was read to its end since the shards were last
+// listed: its children may start now rather than at the next refresh.
 func (k *consumer) wantsList() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, s := range k.shards {
-		if s.drained && len(s.pend) == 0 && !k.cp.Shards[s.id].Done {
+		if s.drained && !s.listedSince {
 			return true
 		}
 	}
@@ -180,7 +182,16 @@ func (k *consumer) startShards() error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	finished := func(id string) bool { return id == "" || !listed[id] || k.cp.Shards[id].Done }
+	for _, sh := range k.shards {
+		sh.listedSince = sh.drained
+	}
+	// A parent is finished once read to its end here (its records are all handed out
+	// before any of its children's, which is what per-key order needs: the dispatcher
+	// keeps it from there), or done in the checkpoint, or trimmed from the stream.
+	finished := func(id string) bool {
+		sh := k.shards[id]
+		return id == "" || !listed[id] || k.cp.Shards[id].Done || sh != nil && sh.drained
+	}
 	for _, s := range all {
 		id := aws.ToString(s.ShardId)
 		if _, started := k.shards[id]; started || k.cp.Shards[id].Done {
