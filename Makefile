@@ -1,7 +1,7 @@
 # Sluice — the two commands a new user needs:
 #   make run    build and start the broker on its embedded default with the example config
 #   make test   install what the tests need (Go modules, staticcheck, Kafka from Maven
-#               Central) and run every test
+#               Central, kinesalite from npm) and run every test
 SHELL := bash
 GO ?= go
 BIN := bin/sluice
@@ -32,16 +32,26 @@ lint: deps
 	$(GOBIN)/staticcheck ./...
 
 # test starts a real single-node Kafka (jars from Maven Central, cached under .cache/) for
-# the kafka channel tests, runs every test, and stops Kafka whatever happens. Under CI=true
-# a Kafka that does not start fails the run; elsewhere its tests skip, saying why.
+# the kafka channel tests and a Kinesis-compatible server (kinesalite from npm, cached
+# there too) for the kinesis channel tests, runs every test, and stops both whatever
+# happens. Under CI=true a dependency that does not start fails the run; elsewhere its
+# tests skip, saying why.
 test: deps lint
 	@set -uo pipefail; \
+	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1' EXIT; \
 	if out=$$(scripts/kafka.sh start); then \
-		eval "$$out"; export SLUICE_KAFKA_BROKERS; trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT; \
+		eval "$$out"; export SLUICE_KAFKA_BROKERS; \
 	elif [ "$${CI:-}" = true ]; then \
 		echo "make test: Kafka did not start, and CI needs it" >&2; exit 1; \
 	else \
 		echo "make test: Kafka did not start; the kafka tests will skip" >&2; \
+	fi; \
+	if out=$$(scripts/kinesis.sh start); then \
+		eval "$$out"; export SLUICE_KINESIS_ENDPOINT; \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "make test: the Kinesis-compatible server did not start, and CI needs it" >&2; exit 1; \
+	else \
+		echo "make test: the Kinesis-compatible server did not start; the kinesis tests will skip" >&2; \
 	fi; \
 	$(GO) test -count=1 -timeout 20m ./...
 

@@ -25,6 +25,7 @@ const (
 	ChannelMemory    = "memory"
 	ChannelJetStream = "jetstream"
 	ChannelKafka     = "kafka"
+	ChannelKinesis   = "kinesis"
 )
 
 // Backoff policies, the values of Delivery.BackoffPolicy.
@@ -63,9 +64,12 @@ type Broker struct {
 	// Kind is the object's kind: "Broker", "Channel", "InMemoryChannel" or
 	// "KafkaChannel".
 	Kind string
-	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream or
-	// ChannelKafka.
+	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
+	// ChannelKafka or ChannelKinesis.
 	Channel string
+	// KinesisStream names an existing Kinesis stream the broker uses as it is (the
+	// sluice.dev/kinesis-stream annotation); empty: the stream Sluice names and creates.
+	KinesisStream string
 	// Partitions and ReplicationFactor are a KafkaChannel's topic settings; 0 means the
 	// backend's default.
 	Partitions, ReplicationFactor int

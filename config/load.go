@@ -220,11 +220,15 @@ func (l *loader) document(file string, index int, doc []byte) {
 	o := &objectCtx{l: l, fail: fail}
 	channel := obj.Metadata.Annotations[annotationChannel]
 	switch channel {
-	case ChannelDefault, ChannelMemory, ChannelJetStream, ChannelKafka:
+	case ChannelDefault, ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis:
 	default:
-		fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka", annotationChannel, channel)
+		fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka, kinesis", annotationChannel, channel)
 	}
-	b := &brokerEntry{Broker: Broker{Namespace: ns, Name: obj.Metadata.Name, Kind: obj.Kind, Channel: channel}, where: where}
+	stream := obj.Metadata.Annotations[annotationStream]
+	if stream != "" && channel != ChannelKinesis {
+		fail("metadata.annotations.%s: only a broker annotated %s: %s has a Kinesis stream", annotationStream, annotationChannel, ChannelKinesis)
+	}
+	b := &brokerEntry{Broker: Broker{Namespace: ns, Name: obj.Metadata.Name, Kind: obj.Kind, Channel: channel, KinesisStream: stream}, where: where}
 	switch s := spec.(type) {
 	case *brokerSpec:
 		if len(s.Config) > 0 && !bytes.Equal(s.Config, []byte("null")) {

@@ -23,6 +23,7 @@ const (
 	kindKafkaChannel   = "KafkaChannel"
 	kindSubscription   = "Subscription"
 	annotationChannel  = "sluice.dev/channel"
+	annotationStream   = "sluice.dev/kinesis-stream"
 	annotationOrdering = "kafka.eventing.knative.dev/delivery.order"
 )
 

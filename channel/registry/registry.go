@@ -56,6 +56,7 @@ func backends() []entry {
 		{config.ChannelMemory, &memoryBackend{}},
 		{config.ChannelJetStream, &jetstreamBackend{}},
 		{config.ChannelKafka, &kafkaBackend{}},
+		{config.ChannelKinesis, &kinesisBackend{}},
 	}
 }
 

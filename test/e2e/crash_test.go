@@ -14,19 +14,20 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
+	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 )
 
 // TestJetStreamCrash: kill -9 and restart on the embedded JetStream channel, same data
 // directory; every event that got 202 is delivered.
 func TestJetStreamCrash(t *testing.T) {
-	runCrashTest(t, "default", false, jetstreamArgs(t)...)
+	runCrashTest(t, "default", false, 2000, jetstreamArgs(t)...)
 }
 
 // TestJetStreamCrashDeadLetter: the same, with a subscriber that refuses every event
 // (400), so each one goes to the dead-letter sink through the channel; the sink answers
 // 503 until the restart, so every dead-lettered event must survive the crash.
 func TestJetStreamCrashDeadLetter(t *testing.T) {
-	runCrashTest(t, "default", true, jetstreamArgs(t)...)
+	runCrashTest(t, "default", true, 2000, jetstreamArgs(t)...)
 }
 
 func jetstreamArgs(t *testing.T) []string {
@@ -37,33 +38,52 @@ func jetstreamArgs(t *testing.T) []string {
 // scripts/kafka.sh); every event that got 202 is delivered. Each run uses a namespace of
 // its own, so its topic and consumer groups are new.
 func TestKafkaCrash(t *testing.T) {
-	runCrashTest(t, fmt.Sprintf("crash%d", time.Now().UnixNano()), false, kafkaArgs(t)...)
+	runCrashTest(t, fmt.Sprintf("crash%d", time.Now().UnixNano()), false, 2000, kafkaArgs(t)...)
 }
 
 // TestKafkaCrashDeadLetter is TestJetStreamCrashDeadLetter on Kafka.
 func TestKafkaCrashDeadLetter(t *testing.T) {
-	runCrashTest(t, fmt.Sprintf("crashdl%d", time.Now().UnixNano()), true, kafkaArgs(t)...)
+	runCrashTest(t, fmt.Sprintf("crashdl%d", time.Now().UnixNano()), true, 2000, kafkaArgs(t)...)
 }
 
 func kafkaArgs(t *testing.T) []string {
 	return []string{"--channel", "kafka", "--kafka-brokers", strings.Join(kafkatest.Brokers(t), ",")}
 }
 
-// runCrashTest runs the real binary with args under a steady load, kills it with SIGKILL
+// TestKinesisCrash: kill -9 at 1,000 events/s and restart on the Kinesis channel (the
+// Kinesis-compatible server of scripts/kinesis.sh), same checkpoint directory; every
+// event that got 202 is delivered. Each run uses a namespace, so a stream, of its own.
+func TestKinesisCrash(t *testing.T) {
+	runCrashTest(t, fmt.Sprintf("crash%d", time.Now().UnixNano()), false, 1000, kinesisArgs(t)...)
+}
+
+// TestKinesisCrashDeadLetter is TestJetStreamCrashDeadLetter on Kinesis.
+func TestKinesisCrashDeadLetter(t *testing.T) {
+	runCrashTest(t, fmt.Sprintf("crashdl%d", time.Now().UnixNano()), true, 1000, kinesisArgs(t)...)
+}
+
+func kinesisArgs(t *testing.T) []string {
+	endpoint := kinesistest.Endpoint(t)
+	// The local server accepts any credentials; the SDK's chain finds these.
+	t.Setenv("AWS_ACCESS_KEY_ID", "sluice")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sluice")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return []string{"--channel", "kinesis", "--kinesis-endpoint", endpoint, "--kinesis-region", "us-east-1",
+		"--kinesis-checkpoint-dir", t.TempDir()}
+}
+
+// runCrashTest runs the real binary with args under a steady load of rate events/s, kills it with SIGKILL
 // mid-load, restarts it with the same args and checks that every event that got a 202
 // reaches the receiver (duplicates allowed, counted). The receiver fails every delivery
 // before the kill, so all events accepted before it must survive the crash in the
 // durable channel. With deadLetter, the trigger's subscriber answers 400 to everything
 // and the receiver is its dead-letter sink: what must survive are the dead-letter events,
 // and each must carry knativeerrorcode 400.
-func runCrashTest(t *testing.T, namespace string, deadLetter bool, args ...string) {
+func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, args ...string) {
 	if testing.Short() {
 		t.Skip("crash test: 12s of load, up to 75s more for redeliveries")
 	}
-	const (
-		rate  = 2000            // events per second
-		phase = 6 * time.Second // load before the kill, and again after the restart
-	)
+	const phase = 6 * time.Second // load before the kill, and again after the restart
 	var restarted atomic.Bool
 	// The receiver counts deliveries per ce-id.
 	var rmu sync.Mutex
@@ -196,12 +216,13 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, args ...strin
 	total := len(accepted)
 	amu.Unlock()
 	t.Logf("in all: %d sent, %d accepted, %d failed", sent.Load(), total, failed.Load())
-	if sent.Load() < 20000 {
+	if sent.Load() < int64(rate)*10 { // of rate × 12 s
 		t.Fatalf("load generator sent only %d events", sent.Load())
 	}
 
-	// Messages held by the killed process come back after JetStream's ack wait (5s here), or
-	// once Kafka's 10s group session of the dead member ends.
+	// Messages held by the killed process come back after JetStream's ack wait (5s here),
+	// once Kafka's 10s group session of the dead member ends, or at once from the Kinesis
+	// checkpoint.
 	deadline := time.Now().Add(75 * time.Second)
 	for {
 		missing, dups := 0, 0

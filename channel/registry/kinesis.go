@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/kinesis"
+	"github.com/sluice-broker/sluice/config"
+)
+
+// kinesisBackend opens one stream per broker through one AWS SDK client: the SDK's
+// standard credential chain and region, or --kinesis-region, and --kinesis-endpoint for
+// a Kinesis-compatible server. Checkpoints live under --kinesis-checkpoint-dir, which is
+// what configures the backend.
+type kinesisBackend struct {
+	region        string
+	endpoint      string
+	shards        int
+	checkpointDir string
+
+	api *awskinesis.Client
+	log *slog.Logger
+}
+
+func (k *kinesisBackend) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&k.checkpointDir, "kinesis-checkpoint-dir", "", "directory of the kinesis channel's checkpoints (each trigger's settled position per shard); keep it across restarts")
+	fs.StringVar(&k.region, "kinesis-region", "", "AWS region of the kinesis channel's streams (default: the SDK's, e.g. AWS_REGION)")
+	fs.StringVar(&k.endpoint, "kinesis-endpoint", "", "URL of a Kinesis-compatible server instead of AWS's endpoint")
+	fs.IntVar(&k.shards, "kinesis-shards", kinesis.DefaultShards, "shards of a stream the kinesis channel creates (an existing stream keeps its own)")
+}
+
+func (k *kinesisBackend) needs() string {
+	return "--kinesis-checkpoint-dir DIR (and AWS credentials and a region, or --kinesis-endpoint URL)"
+}
+
+func (k *kinesisBackend) start(ctx context.Context, e env) (bool, error) {
+	if k.checkpointDir == "" {
+		return false, nil
+	}
+	if k.shards < 1 {
+		return false, fmt.Errorf("--kinesis-shards %d: want at least 1", k.shards)
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	if k.region != "" {
+		opts = append(opts, awsconfig.WithRegion(k.region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return false, fmt.Errorf("kinesis: loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return false, errors.New("kinesis: no AWS region: set --kinesis-region or AWS_REGION")
+	}
+	k.api = awskinesis.NewFromConfig(cfg, func(o *awskinesis.Options) {
+		if k.endpoint != "" {
+			o.BaseEndpoint = aws.String(k.endpoint)
+		}
+	})
+	k.log = e.log
+	return true, nil
+}
+
+func (k *kinesisBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
+	opts := []kinesis.Option{
+		kinesis.WithAPI(k.api), kinesis.WithCheckpointDir(k.checkpointDir),
+		kinesis.WithShards(int32(k.shards)),
+		kinesis.WithLogger(k.log.With("channel", "kinesis", "broker", b.Key())),
+	}
+	if b.KinesisStream != "" {
+		opts = append(opts, kinesis.WithStream(b.KinesisStream))
+	}
+	return kinesis.New(ctx, b.Key(), opts...)
+}
+
+func (k *kinesisBackend) close(context.Context) error { return nil }
