@@ -25,6 +25,9 @@ type Channel struct {
 	api    *kinesis.Client
 	stream string
 	log    *rateLog
+	pub    *publisher
+	life   context.Context // ends at Close: ends the PutRecords calls in flight
+	end    context.CancelFunc
 
 	mu        sync.Mutex
 	consumers map[string]*consumer
@@ -61,6 +64,8 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	if err := c.waitActive(ctx); err != nil {
 		return nil, err
 	}
+	c.life, c.end = context.WithCancel(context.Background())
+	c.pub = newPublisher(c)
 	return c, nil
 }
 
@@ -113,20 +118,16 @@ func (c *Channel) waitActive(ctx context.Context) error {
 	}
 }
 
-// Publish stores envs in PutRecords calls of at most 500 records and 5 MiB and returns
-// once every record is stored. Entries a call fails (throttled, internal error) are sent
-// again, alone. Throttling that persists over three tries returns an error wrapping
+// Publish stores envs and returns once every record is stored. Records go out in
+// PutRecords calls of at most 500 records and 5 MiB, shared with concurrent Publish calls
+// (see publisher); entries a call fails (throttled, internal error) are sent again,
+// alone. Throttling that persists over three tries returns an error wrapping
 // channel.ErrFull (ingress answers 429); a stream that cannot be reached returns one
 // wrapping channel.ErrUnavailable when ctx ends (503). On error some events may be stored
 // all the same: the client's retry then stores them twice (at-least-once).
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return channel.ErrClosed
-	}
-	entries := make([]types.PutRecordsRequestEntry, 0, len(envs))
+	var reqs []*putReq
+	var cur *putReq
 	for i := range envs {
 		env := &envs[i]
 		if len(env.Subscriptions) == 0 {
@@ -137,23 +138,26 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		if key == "" {
 			key = randomKey()
 		}
-		if len(data)+len(key) > maxRecordBytes {
+		size := len(data) + len(key)
+		if size > maxRecordBytes {
 			return fmt.Errorf("kinesis: event %s is %d bytes encoded, over Kinesis's 1 MiB record limit", env.Event.ID, len(data))
 		}
-		entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(key)})
-	}
-	for len(entries) > 0 {
-		n, size := 0, 0
-		for n < len(entries) && n < maxBatchRecords && size+len(entries[n].Data)+len(*entries[n].PartitionKey) <= maxBatchBytes {
-			size += len(entries[n].Data) + len(*entries[n].PartitionKey)
-			n++
+		if cur == nil || len(cur.entries) == maxBatchRecords || cur.size+size > maxBatchBytes {
+			cur = &putReq{ctx: ctx, done: make(chan error, 1)}
+			reqs = append(reqs, cur)
 		}
-		if err := c.put(ctx, entries[:n]); err != nil {
-			return err
-		}
-		entries = entries[n:]
+		cur.entries = append(cur.entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(key)})
+		cur.size += size
 	}
-	return nil
+	if len(reqs) == 0 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			return channel.ErrClosed
+		}
+		return nil
+	}
+	return c.pub.put(reqs)
 }
 
 // put stores one batch, trying the failed entries again.
@@ -274,6 +278,8 @@ func (c *Channel) Close() error {
 	for _, k := range ks {
 		errs = append(errs, k.Close())
 	}
+	c.end() // PutRecords calls in flight end; their Publish calls get ErrUnavailable
+	c.pub.close()
 	return errors.Join(errs...)
 }
 
