@@ -47,6 +47,14 @@ type Harness struct {
 	// some are settled. Zero skips the bound test (the memory channel's bound is its
 	// byte budget, tested in its own package).
 	MaxUnsettled int
+	// Unordered: the backend does not promise that events sharing a partitionkey
+	// extension reach a subscription in publish order; the order test is skipped. Every
+	// backend in this repository promises it, so the zero value asks for the test.
+	Unordered bool
+	// Limited, when set, returns a new, empty channel that can hold about limit bytes
+	// of events (the memory channel's budget, a stream's byte limit), for the
+	// all-or-nothing Publish test; nil skips that test.
+	Limited func(t *testing.T, limit int64) channel.Channel
 	// Wait bounds how long the suite waits for something that must happen (a message,
 	// a Len value); default 20 s. Durable backends refresh some figures periodically.
 	Wait time.Duration
@@ -73,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"Routing", testRouting},
 		{"FanOut", testFanOut},
 		{"Unrouted", testUnrouted},
+		{"PublishAllOrNothing", testPublishAllOrNothing},
 		{"OrderPerKey", testOrderPerKey},
 		{"ConcurrentReceivers", testConcurrentReceivers},
 		{"Len", testLen},
@@ -263,8 +272,47 @@ func testUnrouted(t *testing.T, h Harness) {
 	ExpectNothing(t, k, 300*time.Millisecond)
 }
 
+// testPublishAllOrNothing: a batch that does not fit is refused as a whole. Publish
+// must return an error (never nil for a batch it could not store whole); a memory
+// channel then holds none of it, so Len stays 0. A durable backend may have stored a
+// part before it failed (the caller rejects the request and the client sends it again,
+// so those are duplicates, not losses); only the error is asked of it.
+func testPublishAllOrNothing(t *testing.T, h Harness) {
+	if h.Limited == nil {
+		t.Skip("the backend gives no way to open a channel with a byte limit (Harness.Limited)")
+	}
+	one := int64(Event("e0").Size())
+	c := h.Limited(t, 4*one)
+	t.Cleanup(func() { _ = c.Close() })
+	k := Consume(t, c, "sub")
+	envs := make([]channel.Envelope, 0, 64)
+	for _, e := range Events("e", 64) {
+		envs = append(envs, channel.Envelope{Event: e, Subscriptions: []string{"sub"}})
+	}
+	if err := c.Publish(Ctx(t, h.wait()), envs); err == nil {
+		t.Fatalf("Publish of %d events into a channel limited to %d bytes returned nil", len(envs), 4*one)
+	}
+	if h.Durable {
+		return
+	}
+	ExpectNothing(t, k, 300*time.Millisecond)
+	if n := k.Len(); n != 0 {
+		t.Fatalf("Len() = %d after a refused batch, want 0", n)
+	}
+	// The refusal is of that batch only: one that fits is stored.
+	Publish(t, c, []string{"sub"}, Event("fits"))
+	m := ReceiveN(t, k, 1, h.wait())[0]
+	if m.Event().ID != "fits" {
+		t.Fatalf("received %s, want fits", m.Event().ID)
+	}
+	AckAll(t, []channel.Message{m})
+}
+
 // testOrderPerKey: events sharing a partitionkey reach one consumer in publish order.
 func testOrderPerKey(t *testing.T, h Harness) {
+	if h.Unordered {
+		t.Skip("the backend does not promise order per key (Harness.Unordered)")
+	}
 	c := open(t, h)
 	k := Consume(t, c, "sub")
 	const keys, per = 3, 20

@@ -18,10 +18,10 @@ func TestConformance(t *testing.T) {
 	nc := connect(t, startServer(t, t.TempDir()))
 	var n atomic.Int64
 	keys := map[channel.Channel]string{}
-	open := func(t *testing.T, key string) channel.Channel {
+	open := func(t *testing.T, key string, opts ...Option) channel.Channel {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := New(ctx, nc, key, WithLogger(testLogger(t)), WithAckWait(time.Second))
+		c, err := New(ctx, nc, key, append([]Option{WithLogger(testLogger(t)), WithAckWait(time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,6 +36,9 @@ func TestConformance(t *testing.T) {
 		Reopen: func(t *testing.T, old channel.Channel) channel.Channel {
 			_ = old.Close()
 			return open(t, keys[old])
+		},
+		Limited: func(t *testing.T, limit int64) channel.Channel {
+			return open(t, fmt.Sprintf("conformance/b%d", n.Add(1)), WithMaxBytes(limit))
 		},
 		MaxUnsettled: maxAckPending,
 	})

@@ -10,5 +10,8 @@ import (
 func TestConformance(t *testing.T) {
 	channeltest.Run(t, channeltest.Harness{
 		Open: func(t *testing.T) channel.Channel { return New() },
+		Limited: func(t *testing.T, limit int64) channel.Channel {
+			return New(WithBudget(NewBudget(limit)))
+		},
 	})
 }

@@ -196,16 +196,6 @@ func TestRemoveAndClose(t *testing.T) {
 	}
 }
 
-func TestReceiveHonoursContext(t *testing.T) {
-	c := New()
-	cons, _ := c.Consume(context.Background(), "a")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := cons.Receive(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Receive = %v, want deadline exceeded", err)
-	}
-}
-
 func BenchmarkPublishReceive(b *testing.B) {
 	c := New()
 	ctx := context.Background()
