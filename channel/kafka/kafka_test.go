@@ -42,32 +42,13 @@ func newChannel(t testing.TB, opts ...kafka.Option) (*kafka.Channel, []string) {
 	return c, brokers
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func ev(id string, ext ...event.Extension) *event.Event {
 	return &event.Event{SpecVersion: "1.0", ID: id, Source: "/test", Type: "io.sluice.test", Extensions: ext, Data: []byte(`{"id":"` + id + `"}`)}
 }
 
-func publish(t testing.TB, c *kafka.Channel, subs []string, evs ...*event.Event) {
-	t.Helper()
-	envs := make([]channel.Envelope, len(evs))
-	for i, e := range evs {
-		envs[i] = channel.Envelope{Event: e, Subscriptions: subs}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Publish(ctx, envs); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestRoundTripPreservesEvents(t *testing.T) {
 	c, _ := newChannel(t)
-	k, err := c.Consume(testCtx(t), "sub")
+	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "sub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +68,7 @@ func TestRoundTripPreservesEvents(t *testing.T) {
 		"nodata": {SpecVersion: "1.0", ID: "nodata", Source: "/s", Type: "t"},
 		"binary": {SpecVersion: "1.0", ID: "binary", Source: "/s", Type: "t", DataContentType: "application/octet-stream", Data: binary},
 	}
-	publish(t, c, []string{"sub"}, want["full"], want["nodata"], want["binary"])
+	channeltest.Publish(t, c, []string{"sub"}, want["full"], want["nodata"], want["binary"])
 	for _, m := range channeltest.ReceiveN(t, k, len(want), 20*time.Second) {
 		got := m.Event()
 		if w := want[got.ID]; !reflect.DeepEqual(got, w) {
@@ -101,7 +82,7 @@ func TestRoundTripPreservesEvents(t *testing.T) {
 
 func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 	c, brokers := newChannel(t)
-	k, err := c.Consume(testCtx(t), "sub")
+	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "sub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +94,7 @@ func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 		}
 	}
 	for i := 0; i < len(evs); i += 10 { // several Publish calls of 10 events
-		publish(t, c, []string{"sub"}, evs[i:i+10]...)
+		channeltest.Publish(t, c, []string{"sub"}, evs[i:i+10]...)
 	}
 	next := make([]int, keys)
 	for _, m := range channeltest.ReceiveN(t, k, len(evs), 20*time.Second) {
@@ -135,7 +116,7 @@ func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	ctx := testCtx(t)
+	ctx := channeltest.Ctx(t, 30*time.Second)
 	seen := 0
 	for seen < len(evs) {
 		fs := raw.PollFetches(ctx)
@@ -162,7 +143,7 @@ func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 
 func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
 	c, brokers := newChannel(t, kafka.WithPartitions(1))
-	ctx := testCtx(t)
+	ctx := channeltest.Ctx(t, 30*time.Second)
 	k, err := c.Consume(ctx, "sub")
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +152,7 @@ func TestRestartRedeliversExactlyTheUnacked(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		evs = append(evs, ev(strconv.Itoa(i)))
 	}
-	publish(t, c, []string{"sub"}, evs...)
+	channeltest.Publish(t, c, []string{"sub"}, evs...)
 	acked := map[string]bool{"0": true, "1": true, "2": true, "4": true, "6": true, "7": true}
 	ms := channeltest.ReceiveN(t, k, 10, 20*time.Second)
 	for _, i := range []int{7, 1, 4, 0, 6, 2} { // out of order
@@ -224,7 +205,7 @@ func mustClient(t testing.TB, brokers []string) *kgo.Client {
 
 func TestRoutingKeepsSubscriptionsApart(t *testing.T) {
 	c, _ := newChannel(t)
-	ctx := testCtx(t)
+	ctx := channeltest.Ctx(t, 30*time.Second)
 	a, err := c.Consume(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -233,10 +214,10 @@ func TestRoutingKeepsSubscriptionsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, c, []string{"a"}, ev("a1"), ev("a2"))
-	publish(t, c, []string{"b"}, ev("b1"))
-	publish(t, c, []string{"a", "b"}, ev("ab"))
-	publish(t, c, nil, ev("none")) // routed nowhere: not stored
+	channeltest.Publish(t, c, []string{"a"}, ev("a1"), ev("a2"))
+	channeltest.Publish(t, c, []string{"b"}, ev("b1"))
+	channeltest.Publish(t, c, []string{"a", "b"}, ev("ab"))
+	channeltest.Publish(t, c, nil, ev("none")) // routed nowhere: not stored
 	check := func(k channel.Consumer, want ...string) {
 		t.Helper()
 		var got []string
@@ -268,7 +249,7 @@ func sorted(s []string) []string {
 func TestLenReportsLag(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	c, _ := newChannel(t, kafka.WithRegisterer(reg))
-	k, err := c.Consume(testCtx(t), "lagging")
+	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "lagging")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +257,7 @@ func TestLenReportsLag(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		evs = append(evs, ev(strconv.Itoa(i)))
 	}
-	publish(t, c, []string{"lagging"}, evs...)
+	channeltest.Publish(t, c, []string{"lagging"}, evs...)
 	channeltest.Eventually(t, 20*time.Second, "Len() == 20", func() bool { return k.Len() == 20 })
 	channeltest.Eventually(t, 20*time.Second, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
 	if v := gauge(t, reg, "sluice_kafka_published_records_total"); v != 20 {
@@ -393,7 +374,7 @@ func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
 // once the consumer has read past them, so draining an idle trigger ends at once.
 func TestLenCountsOnlyThisSubscription(t *testing.T) {
 	c, _ := newChannel(t)
-	k, err := c.Consume(testCtx(t), "mine")
+	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "mine")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,8 +385,8 @@ func TestLenCountsOnlyThisSubscription(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		mine = append(mine, ev("m"+strconv.Itoa(i)))
 	}
-	publish(t, c, []string{"other"}, others...)
-	publish(t, c, []string{"mine"}, mine...)
+	channeltest.Publish(t, c, []string{"other"}, others...)
+	channeltest.Publish(t, c, []string{"mine"}, mine...)
 	channeltest.Eventually(t, 20*time.Second, "Len() == 5", func() bool { return k.Len() == 5 })
 	for _, m := range channeltest.ReceiveN(t, k, 5, 20*time.Second) {
 		_ = m.Ack()
