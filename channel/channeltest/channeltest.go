@@ -1,6 +1,7 @@
 // Package channeltest is the conformance suite of the channel contract: every backend
-// (memory, jetstream, kafka, and any added later) runs it from its own tests, so that
-// "Len", "Release", "Remove" or "Close" mean the same whichever backend a broker uses.
+// (memory, jetstream, kafka, kinesis, and any added later) runs it from its own tests, so
+// that "Len", "Release", "Remove" or "Close" mean the same whichever backend a broker
+// uses. It plays the part testing/fstest plays for file systems.
 //
 // A backend's test calls Run with a Harness that opens a fresh channel (one per subtest,
 // so subtests never see each other's events) and says which optional promises the
@@ -8,14 +9,39 @@
 //
 //	func TestConformance(t *testing.T) {
 //		channeltest.Run(t, channeltest.Harness{
-//			Open:    func(t *testing.T) channel.Channel { return newChannel(t) },
-//			Durable: true,
-//			Reopen:  func(t *testing.T, old channel.Channel) channel.Channel { ... },
+//			Open:         func(t *testing.T) channel.Channel { return newChannel(t) },
+//			Durable:      true,
+//			Reopen:       func(t *testing.T, old channel.Channel) channel.Channel { ... },
+//			MaxUnsettled: 1024,
 //		})
 //	}
 //
-// The helpers Eventually, ExpectNothing, ReceiveN and Publish are the one set every
-// backend's own tests use too.
+// The subtests, and the Harness field that enables or skips each optional one:
+//
+//	PublishReceiveAck      every event once, data intact; nothing after all are acked
+//	Routing                an event reaches only the subscriptions it names
+//	FanOut                 one event routed to three subscriptions reaches each
+//	Unrouted               envelopes routed nowhere (and empty batches) are accepted, not stored
+//	PublishAllOrNothing    a batch that does not fit returns an error; a non-durable
+//	                       channel then holds none of it (Limited; skipped when nil)
+//	OrderPerKey            events sharing a partitionkey arrive in publish order
+//	                       (skipped when Unordered)
+//	ConcurrentReceivers    four goroutines on one consumer: each message to exactly one
+//	Len                    stored and unsettled for this subscription only, down to 0 on ack
+//	Release                reports Durable; a memory channel's Len drops to 0
+//	RedeliverAfterRestart  released and held messages come back after Reopen, acked ones
+//	                       do not (Durable and Reopen)
+//	BoundedUnsettled       at most MaxUnsettled handed out unsettled (MaxUnsettled > 0)
+//	ReceiveHonoursContext  Receive on an empty subscription ends with its context
+//	Remove                 Remove closes that consumer (ErrClosed); others go on
+//	Close                  consumers, Consume and Publish fail after Close; Close twice is fine
+//	Durable                channel.IsDurable agrees with Harness.Durable
+//
+// The whole suite takes a few seconds per backend: waits are bounded by Harness.Wait and
+// the negative checks wait at most a second.
+//
+// The helpers Ctx, Event, Events, Consume, Publish, ReceiveN, ExpectNothing, Eventually
+// and AckAll are the one set every backend's own tests use too.
 package channeltest
 
 import (
