@@ -113,3 +113,22 @@ func IsDurable(ch Channel) bool {
 	d, ok := ch.(Durable)
 	return ok && d.Durable()
 }
+
+// Receive is Consumer.Receive for a backend that hands messages out on ready and closes
+// closed when the consumer closes: once closed it returns ErrClosed, even with messages
+// waiting (they stay stored, unsettled); otherwise it waits for a message or ctx.
+func Receive[M Message](ctx context.Context, ready <-chan M, closed <-chan struct{}) (Message, error) {
+	select {
+	case <-closed:
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case m := <-ready:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-closed:
+		return nil, ErrClosed
+	}
+}

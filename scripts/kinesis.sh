@@ -102,7 +102,7 @@ start() {
 	: >"$logfile"
 	say "starting kinesalite $version on 127.0.0.1:$port (log: $logfile)"
 	# Streams are created, resharded and deleted at once (tests need no waiting), and a
-	# stream may have up to 100 shards. setsid: the server outlives this script.
+	# stream may have up to 1000 shards. setsid: the server outlives this script.
 	# kinesalite throws (and would exit) when a client aborts a request, as Sluice does
 	# when it closes a reader mid-poll: an aborted request is logged and the server goes on.
 	NODE_PATH="$pkg/node_modules" setsid node -e '
@@ -111,7 +111,7 @@ start() {
 			console.error(err); process.exit(1);
 		});
 		const port = Number(process.argv[1]);
-		require("kinesalite")({createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 100})
+		require("kinesalite")({createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 1000})
 			.listen(port, "127.0.0.1", (err) => { if (err) throw err; console.log("listening on 127.0.0.1:" + port); });
 	' "$port" >>"$logfile" 2>&1 </dev/null &
 	echo $! >"$pidfile"

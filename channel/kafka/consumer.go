@@ -106,19 +106,7 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 // Receive returns the next message, blocking until one is fetched, ctx ends or the
 // consumer is closed (channel.ErrClosed).
 func (k *consumer) Receive(ctx context.Context) (channel.Message, error) {
-	select {
-	case <-k.closed:
-		return nil, channel.ErrClosed
-	default:
-	}
-	select {
-	case m := <-k.ready:
-		return m, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-k.closed:
-		return nil, channel.ErrClosed
-	}
+	return channel.Receive(ctx, k.ready, k.closed)
 }
 
 // Len is what waits for this subscription: the records routed to it that were fetched and
@@ -163,7 +151,7 @@ func (k *consumer) poll() {
 			continue
 		}
 		if err := k.ch.ensureTopic(k.ctx); err != nil {
-			k.ch.log.warn("consume", "kafka: cannot create topic; retrying", "topic", k.ch.topic, "subscription", k.name, "err", err)
+			k.ch.log.Warn("consume", "kafka: cannot create topic; retrying", "topic", k.ch.topic, "subscription", k.name, "err", err)
 			k.sleep(time.Second)
 			continue
 		}
@@ -175,7 +163,7 @@ func (k *consumer) poll() {
 		failed := false
 		fs.EachError(func(t string, p int32, err error) {
 			failed = true
-			k.ch.log.warn("fetch", "kafka: fetch failed; retrying", "topic", t, "partition", p, "subscription", k.name, "err", err)
+			k.ch.log.Warn("fetch", "kafka: fetch failed; retrying", "topic", t, "partition", p, "subscription", k.name, "err", err)
 		})
 		k.mu.Lock()
 		fs.EachRecord(k.add)
@@ -246,7 +234,7 @@ func (k *consumer) assigned(ctx context.Context, cl *kgo.Client, ids []int32) {
 	}
 	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, k.group)
 	if err != nil {
-		k.ch.log.warn("assign", "kafka: cannot read commit metadata; records settled after the committed offset will be delivered again",
+		k.ch.log.Warn("assign", "kafka: cannot read commit metadata; records settled after the committed offset will be delivered again",
 			"group", k.group, "err", err)
 		return
 	}
@@ -285,7 +273,7 @@ func (k *consumer) drop(ctx context.Context, ids []int32, commit bool) {
 	}
 	if commit && len(offs) > 0 {
 		if err := k.commitSync(ctx, offs); err != nil {
-			k.ch.log.warn("commit", "kafka: commit of revoked partitions failed; their records will be delivered again",
+			k.ch.log.Warn("commit", "kafka: commit of revoked partitions failed; their records will be delivered again",
 				"group", k.group, "err", err)
 		}
 	}
@@ -320,7 +308,7 @@ func (k *consumer) commit(ctx context.Context) {
 	}
 	if err := k.commitSync(ctx, offs); err != nil {
 		if ctx.Err() == nil {
-			k.ch.log.warn("commit", "kafka: commit failed; retrying", "group", k.group, "err", err)
+			k.ch.log.Warn("commit", "kafka: commit failed; retrying", "group", k.group, "err", err)
 		}
 		k.mu.Lock()
 		for id := range offs {

@@ -51,6 +51,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // Channel is a Kafka channel: one topic, one consumer group per subscription. It is safe
@@ -60,7 +61,7 @@ type Channel struct {
 	topic string
 	cl    *kgo.Client // producer and admin requests
 	adm   *kadm.Client
-	log   *rateLog
+	log   *ratelog.Logger
 	met   *metrics
 
 	topicReady atomic.Bool
@@ -97,7 +98,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	c := &Channel{
 		cfg:       cfg,
 		topic:     TopicName(cfg.prefix, brokerKey),
-		log:       newRateLog(cfg.logger),
+		log:       ratelog.New(cfg.logger),
 		topicSem:  make(chan struct{}, 1),
 		consumers: make(map[string]*consumer),
 	}
@@ -120,7 +121,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	}
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if err := c.ensureTopic(tctx); err != nil {
-		c.log.warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
+		c.log.Warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
 	}
 	cancel()
 	c.life, c.end = context.WithCancel(context.Background())
@@ -213,7 +214,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	if err := c.ensureTopic(ctx); err != nil {
 		c.met.publishErrors.Add(float64(n))
-		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
+		c.log.Warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
 		return fmt.Errorf("%w: kafka topic %s: %w", channel.ErrUnavailable, c.topic, err)
 	}
 	call := &publishCall{recs: make([]kgo.Record, n), done: make(chan struct{})}
@@ -245,7 +246,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	if err != nil {
 		c.met.publishErrors.Add(float64(n))
-		c.log.warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
+		c.log.Warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
 		return fmt.Errorf("%w: kafka produce to %s: %w", channel.ErrUnavailable, c.topic, err)
 	}
 	c.met.published.Add(float64(n))
@@ -322,7 +323,7 @@ func (c *Channel) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.cl.Flush(ctx); err != nil {
-		c.log.warn("close", "kafka: records still buffered at close", "topic", c.topic, "err", err)
+		c.log.Warn("close", "kafka: records still buffered at close", "topic", c.topic, "err", err)
 	}
 	c.cl.Close() // also ends the lag refresh's requests
 	c.wg.Wait()

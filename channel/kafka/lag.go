@@ -49,7 +49,7 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 		err = ends.Error()
 	}
 	if err != nil {
-		c.log.warn("lag", "kafka: cannot list end offsets for consumer lag", "topic", c.topic, "err", err)
+		c.log.Warn("lag", "kafka: cannot list end offsets for consumer lag", "topic", c.topic, "err", err)
 		return
 	}
 	starts, err := c.adm.ListStartOffsets(ctx, c.topic)
@@ -57,13 +57,13 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 		err = starts.Error()
 	}
 	if err != nil {
-		c.log.warn("lag", "kafka: cannot list start offsets for consumer lag", "topic", c.topic, "err", err)
+		c.log.Warn("lag", "kafka: cannot list start offsets for consumer lag", "topic", c.topic, "err", err)
 		return
 	}
 	for _, k := range ks {
 		committed, err := c.adm.FetchOffsets(ctx, k.group)
 		if err != nil {
-			c.log.warn("lag", "kafka: cannot fetch committed offsets for consumer lag", "group", k.group, "err", err)
+			c.log.Warn("lag", "kafka: cannot fetch committed offsets for consumer lag", "group", k.group, "err", err)
 			continue
 		}
 		local, fetched := k.positions()

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kinesis"
@@ -28,7 +31,19 @@ func newChannel(t *testing.T, key, dir string, opts ...kinesis.Option) *kinesis.
 	return c
 }
 
-func uniqueKey(t *testing.T) string { return fmt.Sprintf("test/s%d", rand.Uint32()) }
+// uniqueKey returns a broker key of its own for t, whose stream is deleted when t ends
+// (a server that outlives many runs would otherwise reach its shard limit).
+func uniqueKey(t *testing.T) string {
+	key := fmt.Sprintf("test/s%d", rand.Uint32())
+	api := kinesistest.Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = api.DeleteStream(ctx, &awskinesis.DeleteStreamInput{StreamName: aws.String(kinesis.StreamName(key)),
+			EnforceConsumerDeletion: aws.Bool(true)})
+	})
+	return key
+}
 
 // TestConformance runs the channel contract suite against the real Kinesis-compatible
 // server; every subtest gets a stream of its own.

@@ -76,19 +76,7 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 // Receive returns the next message, blocking until one is read, ctx ends or the
 // consumer is closed (channel.ErrClosed).
 func (k *consumer) Receive(ctx context.Context) (channel.Message, error) {
-	select {
-	case <-k.closed:
-		return nil, channel.ErrClosed
-	default:
-	}
-	select {
-	case m := <-k.ready:
-		return m, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-k.closed:
-		return nil, channel.ErrClosed
-	}
+	return channel.Receive(ctx, k.ready, k.closed)
 }
 
 // Len is the number of records routed to the subscription that were read and not
@@ -126,7 +114,7 @@ func (k *consumer) follow() {
 	for {
 		if time.Since(lastList) >= shardRefresh || k.wantsList() {
 			if err := k.startShards(); err != nil {
-				k.ch.log.warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
+				k.ch.log.Warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
 			}
 			lastList = time.Now()
 		}
@@ -138,7 +126,7 @@ func (k *consumer) follow() {
 		k.mu.Lock()
 		if k.dirty {
 			if err := k.cp.save(k.path); err != nil {
-				k.ch.log.warn("checkpoint", "kinesis: cannot write checkpoint", "path", k.path, "err", err)
+				k.ch.log.Warn("checkpoint", "kinesis: cannot write checkpoint", "path", k.path, "err", err)
 			} else {
 				k.dirty = false
 			}
@@ -220,7 +208,7 @@ func (k *consumer) read(sh *shard, seq string) {
 	for iter == nil {
 		var err error
 		if iter, err = k.iterator(sh.id, seq); err != nil {
-			k.ch.log.warn("iterator", "kinesis: cannot get a shard iterator; retrying", "shard", sh.id, "err", err)
+			k.ch.log.Warn("iterator", "kinesis: cannot get a shard iterator; retrying", "shard", sh.id, "err", err)
 			if !k.sleep(cfg.pollInterval) {
 				return
 			}
@@ -248,7 +236,7 @@ func (k *consumer) read(sh *shard, seq string) {
 				}
 				continue
 			}
-			k.ch.log.warn("get", "kinesis: GetRecords failed; retrying", "shard", sh.id, "err", err)
+			k.ch.log.Warn("get", "kinesis: GetRecords failed; retrying", "shard", sh.id, "err", err)
 			if !k.sleep(cfg.pollInterval) {
 				return
 			}
@@ -320,7 +308,7 @@ func (k *consumer) add(sh *shard, r types.Record) bool {
 	if !skipped {
 		ev, routes, err := decodeFrame(r.Data)
 		if err != nil {
-			k.ch.log.warn("decode", "kinesis: skipping a record that is not a Sluice event", "shard", sh.id, "seq", seq, "err", err)
+			k.ch.log.Warn("decode", "kinesis: skipping a record that is not a Sluice event", "shard", sh.id, "seq", seq, "err", err)
 		}
 		for _, s := range routes {
 			if s == k.name {

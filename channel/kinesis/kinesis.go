@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // Channel is a Kinesis channel: one stream per broker, one reader per subscription and
@@ -24,7 +24,7 @@ type Channel struct {
 	cfg    config
 	api    *kinesis.Client
 	stream string
-	log    *rateLog
+	log    *ratelog.Logger
 	pub    *publisher
 	life   context.Context // ends at Close: ends the PutRecords calls in flight
 	end    context.CancelFunc
@@ -53,7 +53,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("kinesis channel: %w", err)
 	}
-	c := &Channel{cfg: cfg, api: cfg.api, stream: cfg.stream, log: newRateLog(cfg.logger),
+	c := &Channel{cfg: cfg, api: cfg.api, stream: cfg.stream, log: ratelog.New(cfg.logger),
 		consumers: make(map[string]*consumer)}
 	if c.stream == "" {
 		c.stream = StreamName(brokerKey)
@@ -174,7 +174,7 @@ func (c *Channel) put(ctx context.Context, entries []types.PutRecordsRequestEntr
 				return fmt.Errorf("%w: kinesis: PutRecords to %s: %w", channel.ErrUnavailable, c.stream, err)
 			}
 			if !throttle {
-				c.log.warn("put", "kinesis: PutRecords failed; trying again", "stream", c.stream, "err", err)
+				c.log.Warn("put", "kinesis: PutRecords failed; trying again", "stream", c.stream, "err", err)
 			}
 			failed, cause = entries, err
 		case aws.ToInt32(out.FailedRecordCount) == 0:
@@ -281,25 +281,4 @@ func (c *Channel) Close() error {
 	c.end() // PutRecords calls in flight end; their Publish calls get ErrUnavailable
 	c.pub.close()
 	return errors.Join(errs...)
-}
-
-// rateLog logs each kind of backend error at most once per 10 seconds.
-type rateLog struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-func newRateLog(l *slog.Logger) *rateLog { return &rateLog{log: l, last: map[string]time.Time{}} }
-
-func (r *rateLog) warn(kind, msg string, args ...any) {
-	r.mu.Lock()
-	now := time.Now()
-	if now.Sub(r.last[kind]) < 10*time.Second {
-		r.mu.Unlock()
-		return
-	}
-	r.last[kind] = now
-	r.mu.Unlock()
-	r.log.Warn(msg, args...)
 }

@@ -68,9 +68,19 @@ func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
 	if c.closed {
 		return channel.ErrClosed
 	}
+	// Each route is looked up once: the open queues of every envelope, in order, into a
+	// stack array when they fit (the usual case), with nil marking a route not open.
+	var buf [16]*queue
+	qs := buf[:0]
 	var total int64
 	for i := range envs {
-		if c.live(envs[i].Subscriptions) > 0 {
+		live := false
+		for _, name := range envs[i].Subscriptions {
+			q := c.queues[name]
+			qs = append(qs, q)
+			live = live || q != nil
+		}
+		if live {
 			total += int64(envs[i].Event.Size())
 		}
 	}
@@ -81,31 +91,27 @@ func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
 		return fmt.Errorf("%w: %d bytes queued of %d", channel.ErrFull, c.budget.Used(), c.budget.Limit())
 	}
 	for i := range envs {
-		env := &envs[i]
-		n := c.live(env.Subscriptions)
+		routes := qs[:len(envs[i].Subscriptions)]
+		qs = qs[len(routes):]
+		n := 0
+		for _, q := range routes {
+			if q != nil {
+				n++
+			}
+		}
 		if n == 0 {
 			continue
 		}
-		e := &entry{ev: env.Event, size: int64(env.Event.Size()), budget: c.budget}
-		e.refs.Store(int32(n))
-		for _, name := range env.Subscriptions {
-			if q := c.queues[name]; q != nil {
-				q.push(e)
+		e := newEntry(envs[i].Event, n, c.budget)
+		j := 0
+		for _, q := range routes {
+			if q != nil {
+				q.push(e.node(j, q))
+				j++
 			}
 		}
 	}
 	return nil
-}
-
-// live counts the subscriptions of names that are open; called with c.mu held.
-func (c *Channel) live(names []string) int {
-	n := 0
-	for _, name := range names {
-		if c.queues[name] != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // Consume returns the queue of the subscription called name, creating it if new.

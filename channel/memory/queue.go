@@ -10,12 +10,43 @@ import (
 )
 
 // entry is one published event shared by every subscription it was routed to. Its bytes
-// return to the budget when the last of them settles it.
+// return to the budget when the last of them settles it. It holds the node of each
+// route: the first inline, so that the usual single route costs no allocation beyond the
+// entry, and a handed-out message is one pointer (no allocation to box it either).
 type entry struct {
 	ev     *event.Event
 	size   int64
 	refs   atomic.Int32
 	budget *Budget
+	first  node
+	more   []node // the nodes of routes after the first (fan-out)
+}
+
+// node is an entry queued on one subscription; handed out, it is that subscription's
+// channel.Message.
+type node struct {
+	e *entry
+	q *queue
+}
+
+// newEntry returns the entry of ev for n routes.
+func newEntry(ev *event.Event, n int, b *Budget) *entry {
+	e := &entry{ev: ev, size: int64(ev.Size()), budget: b}
+	e.refs.Store(int32(n))
+	if n > 1 {
+		e.more = make([]node, n-1)
+	}
+	return e
+}
+
+// node returns the entry's i-th node, bound to q.
+func (e *entry) node(i int, q *queue) *node {
+	nd := &e.first
+	if i > 0 {
+		nd = &e.more[i-1]
+	}
+	nd.e, nd.q = e, q
+	return nd
 }
 
 func (e *entry) settle() {
@@ -33,16 +64,17 @@ type queue struct {
 	done  chan struct{} // closed by Close or the channel's Close
 	once  sync.Once
 
-	out atomic.Int64 // entries handed out by Receive and not yet settled
+	settled atomic.Int64 // handed-out entries settled (Ack or Release)
 
-	mu    sync.Mutex
-	ring  []*entry
-	head  int
-	count int
+	mu     sync.Mutex
+	ring   []*node
+	head   int
+	count  int
+	handed int64 // entries handed out by Receive, ever
 }
 
 func newQueue(name string) *queue {
-	return &queue{name: name, ready: make(chan struct{}, 1), done: make(chan struct{}), ring: make([]*entry, 64)}
+	return &queue{name: name, ready: make(chan struct{}, 1), done: make(chan struct{}), ring: make([]*node, 64)}
 }
 
 func (q *queue) signal() {
@@ -52,10 +84,10 @@ func (q *queue) signal() {
 	}
 }
 
-func (q *queue) push(e *entry) {
+func (q *queue) push(e *node) {
 	q.mu.Lock()
 	if q.count == len(q.ring) {
-		grown := make([]*entry, 2*len(q.ring))
+		grown := make([]*node, 2*len(q.ring))
 		n := copy(grown, q.ring[q.head:])
 		copy(grown[n:], q.ring[:q.head])
 		q.ring, q.head = grown, 0
@@ -66,8 +98,8 @@ func (q *queue) push(e *entry) {
 	q.signal()
 }
 
-// pop takes the oldest entry; more reports whether others remain.
-func (q *queue) pop() (e *entry, more bool) {
+// pop takes the oldest node; more reports whether others remain.
+func (q *queue) pop() (e *node, more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.count == 0 {
@@ -77,6 +109,7 @@ func (q *queue) pop() (e *entry, more bool) {
 	q.ring[q.head] = nil
 	q.head = (q.head + 1) % len(q.ring)
 	q.count--
+	q.handed++
 	return e, q.count > 0
 }
 
@@ -85,7 +118,7 @@ func (q *queue) pop() (e *entry, more bool) {
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.count + int(q.out.Load())
+	return q.count + int(q.handed-q.settled.Load())
 }
 
 // Receive implements channel.Consumer.
@@ -100,8 +133,7 @@ func (q *queue) Receive(ctx context.Context) (channel.Message, error) {
 			if more {
 				q.signal()
 			}
-			q.out.Add(1)
-			return message{e: e, q: q}, nil
+			return e, nil
 		}
 		select {
 		case <-q.ready:
@@ -124,24 +156,24 @@ func (q *queue) Close() error {
 func (q *queue) drop() int {
 	n := 0
 	for {
-		e, _ := q.pop()
-		if e == nil {
+		nd, _ := q.pop()
+		if nd == nil {
 			return n
 		}
-		e.settle()
+		q.settled.Add(1) // pop counted it as handed out
+		nd.e.settle()
 		n++
 	}
 }
 
-// message is one entry handed to one subscription. Settle it once (Ack or Release), as
-// the channel contract says.
-type message struct {
-	e *entry
-	q *queue
-}
+// Event, Ack and Release make a handed-out node the subscription's channel.Message.
+// Settle it once (Ack or Release), as the channel contract says.
 
-func (m message) Event() *event.Event { return m.e.ev }
-func (m message) Ack() error          { m.q.out.Add(-1); m.e.settle(); return nil }
+// Event returns the stored event.
+func (nd *node) Event() *event.Event { return nd.e.ev }
 
-// Release frees the entry: a memory channel cannot deliver it again.
-func (m message) Release() bool { m.q.out.Add(-1); m.e.settle(); return false }
+// Ack settles the message.
+func (nd *node) Ack() error { nd.q.settled.Add(1); nd.e.settle(); return nil }
+
+// Release frees the message: a memory channel cannot deliver it again.
+func (nd *node) Release() bool { nd.q.settled.Add(1); nd.e.settle(); return false }
