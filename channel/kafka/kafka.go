@@ -105,6 +105,7 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(deliveryTimeout),
+		kgo.ProducerLinger(linger),
 		kgo.UnknownTopicRetries(-1),
 	)...)
 	if err != nil {

@@ -29,6 +29,13 @@ const (
 	// deliveryTimeout bounds how long a produced record may wait for the cluster before
 	// it fails (Kafka's delivery.timeout.ms). Publish returns earlier when its context ends.
 	deliveryTimeout = 30 * time.Second
+	// linger is how long the producer waits for more records before it sends a batch:
+	// none. Every Publish waits for acks=all while an HTTP request waits on it, and
+	// concurrent requests batch by themselves while a produce request is in flight;
+	// franz-go's default (10 ms) would add 10 ms to each request and, measured with
+	// go test -bench Publish ./channel/kafka/ (32 concurrent publishers, local broker),
+	// cut them from 50,000-60,000 events/s once warm to about 5,600.
+	linger = 0
 	// fetchMaxBytes bounds the bytes one fetch of a consumer may return.
 	fetchMaxBytes = 16 << 20
 )
