@@ -35,38 +35,9 @@ logfile="$home/kafka.log"
 pidfile="$home/kafka.pid"
 portfile="$home/kafka.port"
 
-say() { echo "kafka.sh: $*" >&2; }
-die() {
-	say "$*"
-	if [[ -f "$logfile" ]]; then
-		say "last lines of $logfile:"
-		tail -n 40 "$logfile" >&2 || true
-	fi
-	exit 1
-}
-
-# running: true when the pid file names a live process.
-running() {
-	[[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
-}
-
-# port_free PORT: true when nothing accepts connections on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port: print a port in 20000-59999 that nothing listens on.
-free_port() {
-	local p i
-	for i in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if port_free "$p"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
+name=kafka.sh
+# shellcheck source=scripts/lib.sh
+source "$root/scripts/lib.sh"
 
 # resolve: copy kafka_2.13 and its runtime dependencies (plus an slf4j binding so Kafka
 # logs) into $libs through Maven, once.

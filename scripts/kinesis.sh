@@ -31,31 +31,9 @@ logfile="$home/kinesis.log"
 pidfile="$home/kinesis.pid"
 portfile="$home/kinesis.port"
 
-say() { echo "kinesis.sh: $*" >&2; }
-die() {
-	say "$*"
-	if [[ -f "$logfile" ]]; then
-		say "last lines of $logfile:"
-		tail -n 40 "$logfile" >&2 || true
-	fi
-	exit 1
-}
-
-running() { [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-free_port() {
-	local p i
-	for i in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if port_free "$p"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
+name=kinesis.sh
+# shellcheck source=scripts/lib.sh
+source "$root/scripts/lib.sh"
 
 # install: kinesalite and its dependencies into $pkg through npm, once. Its optional
 # LevelDB store is not needed (streams live in memory), so install scripts are skipped.
