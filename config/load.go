@@ -227,6 +227,12 @@ func (l *loader) object(file string, index int, js []byte) {
 	group, version := splitAPIVersion(obj.APIVersion)
 	k, runs := kinds[obj.Kind]
 	if !runs || (k.group != group && !knativeGroup(group)) {
+		for known, ki := range kinds {
+			if strings.EqualFold(known, obj.Kind) && ki.group == group && known != obj.Kind {
+				p.fail("kind %q: kinds are case-sensitive; did you mean %s?", obj.Kind, known)
+				return
+			}
+		}
 		p.skip(obj)
 		return
 	}
