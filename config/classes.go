@@ -78,11 +78,18 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: %v", where, err)
 	}
 	bd := d.ClusterDefault
-	if nd, ok := d.NamespaceDefaults[ns]; ok {
-		bd = nd
+	if nd, ok := d.NamespaceDefaults[ns]; ok && nd != nil {
+		n := *nd
+		if n.BrokerClass == "" && bd != nil { // the class comes from the cluster default
+			n.BrokerClass = bd.BrokerClass
+		}
+		bd = &n
 	}
 	if bd == nil {
 		return stockBrokerDefault, nil
+	}
+	if bd.BrokerClass == "" {
+		bd.BrokerClass = classMTChannel // Knative's default class
 	}
 	if len(bd.Delivery) > 0 {
 		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: delivery: supported by Knative, not by Sluice; set spec.delivery on the Broker", where)
@@ -107,6 +114,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 	ns := p.status.Namespace
 	var errs []string
 	class, ref := b.class, b.config
+	refField := "spec.config"
 	if class == "" && b.backend != "" && ref == nil {
 		// A Sluice broker: the sluice.dev/channel annotation alone chooses the backend.
 		return brokerBackend{class: classMTChannel, backend: b.backend}, nil
@@ -121,6 +129,9 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 		if ref == nil && class == d.BrokerClass && d.Name != "" {
 			ref = &kref{APIVersion: d.APIVersion, Kind: d.Kind, Name: d.Name, Namespace: d.Namespace}
+			if _, custom := c.cms[systemNamespace+"/"+cmBrokerDefaults]; custom {
+				refField = "the default config (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
+			}
 		}
 	}
 	out := brokerBackend{class: class}
@@ -135,10 +146,10 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		data, ok = c.cms[rns+"/"+ref.Name]
 		switch {
 		case ok:
-		case rns == systemNamespace && (ref.Name == cmBrokerDefaultChannel || ref.Name == cmKafkaBroker):
+		case rns == systemNamespace && (ref.Name == cmBrokerDefaultChannel || ref.Name == cmBrokerDefaults || ref.Name == cmKafkaBroker):
 			stock = true // Knative's stock contents: Sluice's defaults and flags
 		default:
-			return out, []string{fmt.Sprintf("spec.config: ConfigMap %s/%s is not in the configuration", rns, ref.Name)}
+			return out, []string{fmt.Sprintf("%s: ConfigMap %s/%s is not in the configuration", refField, rns, ref.Name)}
 		}
 	}
 	cmName := ""
@@ -148,7 +159,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 	switch class {
 	case classMTChannel:
 		if data == nil || stock {
-			if stock && ref.Name != cmBrokerDefaultChannel {
+			if stock && ref.Name == cmKafkaBroker {
 				errs = append(errs, fmt.Sprintf("spec.config: %s is the Kafka broker's; a %s broker needs a channel-template-spec", cmName, classMTChannel))
 			}
 			out.backend = ChannelDefault
@@ -206,8 +217,11 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 		out.topic = b.externalTopic
 	default:
-		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: %q: supported by Knative, not by Sluice, which runs %s and %s brokers",
-			annotationClass, class, classMTChannel, classKafka))
+		where := "metadata.annotations." + annotationClass
+		if b.class == "" {
+			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
+		}
+		errs = append(errs, fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka))
 	}
 	if b.externalTopic != "" && class != classKafka {
 		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))

@@ -247,7 +247,7 @@ func TestBrokerClasses(t *testing.T) {
 	}
 	for key, w := range map[string]string{
 		"Broker shop/conflict": `metadata.annotations.sluice.dev/channel: "memory" conflicts with the kafka backend`,
-		"Broker shop/rabbit":   `broker.class: "RabbitMQBroker": supported by Knative, not by Sluice`,
+		"Broker shop/rabbit":   `broker.class: "RabbitMQBroker" is not a broker class Sluice runs`,
 		"Broker shop/secret":   "data.auth.secret.ref.name: supported by Knative, not by Sluice",
 		"Broker shop/topic":    "external.topic: only for a broker of class Kafka",
 		"Broker shop/missing":  "spec.config: ConfigMap shop/nope is not in the configuration",

@@ -125,6 +125,32 @@ func TestKnativeCorpus(t *testing.T) {
 			"ConfigMap knative-eventing/config-br-defaults": {},
 			"Broker default/default":                        {channel: ch("kafka")},
 		}},
+		{[]string{"broker-config/broker-default-channel.yaml"}, map[string]want{
+			"Broker default/default": {channel: ch("")}, // stock config-br-default-channel: --channel
+		}},
+		{[]string{"broker-config/broker-plain.yaml"}, map[string]want{
+			"Broker default/default": {channel: ch("")},
+		}},
+		// config-br-defaults naming the kafka-channel ConfigMap: a Broker without config
+		// runs on Kafka.
+		{[]string{"broker-config/broker-plain.yaml", "broker-config/config-br-defaults-kafka-channel.yaml", "stock-config/kafka-channel-configmap.yaml"}, map[string]want{
+			"Broker default/default":                        {channel: ch("kafka")},
+			"ConfigMap knative-eventing/config-br-defaults": {},
+			"ConfigMap knative-eventing/kafka-channel":      {},
+		}},
+		// The defaults name a ConfigMap that is not there (Knative's Broker would not be
+		// ready either) or a class no broker implements.
+		{[]string{"broker-config/broker-plain.yaml", "broker-config/config-br-defaults-namespaces.yaml"}, map[string]want{
+			"Broker default/default":                        {notReady: "the default config (ConfigMap knative-eventing/config-br-defaults): ConfigMap knative-eventing/config-kafka-channel is not in the configuration"},
+			"ConfigMap knative-eventing/config-br-defaults": {},
+		}},
+		{[]string{"broker-config/broker-plain.yaml", "broker-config/config-br-defaults-class-namespaces.yaml"}, map[string]want{
+			"Broker default/default":                        {notReady: `"KafkaBroker" is not a broker class Sluice runs`},
+			"ConfigMap knative-eventing/config-br-defaults": {},
+		}},
+		{[]string{"channel-config"}, map[string]want{
+			"ConfigMap knative-eventing/default-ch-webhook": {},
+		}},
 		{[]string{"kubectl-dump"}, map[string]want{
 			"Broker default/example-broker":       {channel: ch("")}, // stock config-br-default-channel: --channel
 			"Trigger default/cloudevents-trigger": {refs: map[string]string{"spec.subscriber": tmpl + "cloudevents-player" + svc}},
@@ -213,9 +239,16 @@ func TestKnativeCorpus(t *testing.T) {
 			"Trigger default/trigger-event-display": {refs: map[string]string{"spec.subscriber": tmpl + "event-display" + svc}},
 			"PingSource default/source":             {notReady: `apiVersion "sources.knative.dev/v1alpha2" is not supported for PingSource`},
 		}},
+		// messaging.knative.dev/v1beta1 channels and subscriptions, read as v1; a reply
+		// to a channel of the configuration goes to its Sluice address.
 		{[]string{"meteatamel-complexwithreply"}, map[string]want{
-			"InMemoryChannel default/channel1":   {notReady: `apiVersion "messaging.knative.dev/v1alpha1" is not supported`},
-			"Subscription default/subscription1": {notReady: `apiVersion "messaging.knative.dev/v1alpha1" is not supported`},
+			"InMemoryChannel default/channel1":   {channel: ch("memory")},
+			"InMemoryChannel default/channel2":   {channel: ch("memory")},
+			"Subscription default/subscription1": {refs: map[string]string{"spec.subscriber": tmpl + "service1" + svc}},
+			"Subscription default/subscription2": {refs: map[string]string{
+				"spec.subscriber": tmpl + "service2" + svc, "spec.reply": in + "/default/channel2"}},
+			"Subscription default/subscription3": {refs: map[string]string{"spec.subscriber": tmpl + "service3" + svc}},
+			"PingSource default/source":          {notReady: `apiVersion "sources.knative.dev/v1alpha2" is not supported for PingSource`},
 		}},
 	}
 	fileLoads := map[string]bool{} // every file of the corpus → all its objects ready (in some group)
