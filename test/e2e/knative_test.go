@@ -415,3 +415,51 @@ func headerMeaning(v string) string {
 	}
 	return b.String()
 }
+
+// TestPingSourceIntoBroker: a PingSource whose sink is a ref to a Broker of the
+// configuration fires into it, and the Broker's trigger delivers the events as Knative
+// sends them. "@every 1s" is a schedule Knative's cron parser accepts too. Removing the
+// PingSource from the file stops it.
+func TestPingSourceIntoBroker(t *testing.T) {
+	sub := newSubscriber(t, nil)
+	broker := fmt.Sprintf(`apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: default, namespace: ping}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Trigger
+metadata: {name: pings, namespace: ping}
+spec:
+  broker: default
+  filter: {attributes: {type: dev.knative.sources.ping}}
+  subscriber: {uri: %q}
+`, sub.URL)
+	cfg := writeConfig(t, broker+`---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: heartbeat, namespace: ping}
+spec:
+  schedule: "@every 1s"
+  contentType: application/json
+  data: '{"message": "Hello world!"}'
+  ceOverrides: {extensions: {team: eventing}}
+  sink:
+    ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: default}
+`)
+	b := startBroker(t, "--config", cfg)
+	got := sub.waitFor(t, 2, 10*time.Second)
+	h := got[0].Header
+	if h.Get("Ce-Type") != "dev.knative.sources.ping" || h.Get("Ce-Source") != "/apis/v1/namespaces/ping/pingsources/heartbeat" ||
+		h.Get("Content-Type") != "application/json" || string(got[0].Body) != `{"message": "Hello world!"}` ||
+		h.Get("Ce-Team") != "eventing" || h.Get("Ce-Knativearrivaltime") == "" || h.Get("Ce-Id") == got[1].Header.Get("Ce-Id") {
+		t.Errorf("ping event: %v %q", h, got[0].Body)
+	}
+	replaceFile(t, cfg, broker)
+	waitLog(t, b, "ping source removed")
+	time.Sleep(200 * time.Millisecond) // a tick already in flight may still land
+	n := sub.count()
+	time.Sleep(2500 * time.Millisecond)
+	if sub.count() != n {
+		t.Errorf("%d pings after the PingSource was removed", sub.count()-n)
+	}
+}
