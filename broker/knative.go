@@ -2,7 +2,10 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -126,4 +129,32 @@ type StatusReport struct {
 	Ready bool `json:"ready"`
 	// Objects are the objects of the running configuration, in file order.
 	Objects []config.ObjectStatus `json:"objects"`
+}
+
+// keepChannelSettings keeps the settings a running broker's channel was opened with
+// (its Kafka cluster, topic, partitions and replication, its Kinesis stream) in bc, and
+// says which a reload tried to change: they take effect on a restart, like a change of
+// backend.
+func keepChannelSettings(bc *config.Broker, running config.Broker) error {
+	var changed []string
+	if !slices.Equal(bc.KafkaBootstrapServers, running.KafkaBootstrapServers) {
+		changed = append(changed, "bootstrap.servers")
+		bc.KafkaBootstrapServers = running.KafkaBootstrapServers
+	}
+	if bc.KafkaTopic != running.KafkaTopic {
+		changed = append(changed, "external.topic")
+		bc.KafkaTopic = running.KafkaTopic
+	}
+	if bc.Partitions != running.Partitions || bc.ReplicationFactor != running.ReplicationFactor {
+		changed = append(changed, "partitions/replication")
+		bc.Partitions, bc.ReplicationFactor = running.Partitions, running.ReplicationFactor
+	}
+	if bc.KinesisStream != running.KinesisStream {
+		changed = append(changed, "kinesis stream")
+		bc.KinesisStream = running.KinesisStream
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("changing the channel's %s needs a restart; keeping the running ones", strings.Join(changed, ", "))
 }

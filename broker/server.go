@@ -109,6 +109,11 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 				key, b.cfg.Channel, bc.Channel, b.cfg.Channel))
 			bc.Channel = b.cfg.Channel
 		}
+		if b != nil {
+			if err := keepChannelSettings(&bc, b.cfg); err != nil {
+				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
+			}
+		}
 		if b == nil {
 			ch, err := s.opts.open(ctx, bc)
 			if err != nil {

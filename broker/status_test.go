@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluice-broker/sluice/config"
 )
 
 // TestStatus: GET /status reports the load's status of every object, with a broker
@@ -48,5 +50,19 @@ func TestStatus(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/status", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /status: %d", rec.Code)
+	}
+}
+
+func TestKeepChannelSettings(t *testing.T) {
+	running := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"a:9092"}, KafkaTopic: "t", Partitions: 3}
+	same := running
+	if err := keepChannelSettings(&same, running); err != nil {
+		t.Errorf("no change: %v", err)
+	}
+	next := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"b:9092"}, KafkaTopic: "t", Partitions: 6}
+	err := keepChannelSettings(&next, running)
+	if err == nil || !strings.Contains(err.Error(), "bootstrap.servers, partitions/replication") ||
+		next.KafkaBootstrapServers[0] != "a:9092" || next.Partitions != 3 {
+		t.Errorf("err %v, kept %+v", err, next)
 	}
 }
