@@ -317,3 +317,48 @@ func TestChildName(t *testing.T) {
 		t.Errorf("childName(long) = %q", got)
 	}
 }
+
+// TestLastGoodVersions: an invalid edit keeps the object's last good version, even
+// when the file no longer parses at all; a ref to an object that is not ready is an
+// error, not a fallback to the template.
+func TestLastGoodVersions(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := kBroker + kTrigger("t", "    uri: http://a/\n")
+	write(good)
+	first, err := Read([]string{p})
+	if err != nil || !first.Ready() {
+		t.Fatalf("%v %+v", err, first.Objects)
+	}
+	write(kBroker + kTrigger("t", "    uri: /relative\n"))
+	second, _ := Read([]string{p}, WithPrevious(first))
+	tr := status(t, second, "Trigger shop/t")
+	if tr.Ready || !strings.Contains(tr.Reason, "the last good version runs") || len(second.Brokers[0].Triggers) != 1 ||
+		second.Brokers[0].Triggers[0].Subscriber != "http://a/" {
+		t.Errorf("invalid edit: %+v %+v", tr, second.Brokers)
+	}
+	write("apiVersion: eventing.knative.dev/v1\nkind: [Broker\n")
+	third, _ := Read([]string{p}, WithPrevious(second))
+	if len(third.Brokers) != 1 || len(third.Brokers[0].Triggers) != 1 {
+		t.Fatalf("a file that does not parse dropped its objects: %+v", third.Brokers)
+	}
+	if b := status(t, third, "Broker shop/b"); !strings.Contains(b.Reason, "its file is invalid (document 1: invalid YAML") {
+		t.Errorf("broker status %+v", b)
+	}
+	write(good)
+	fourth, _ := Read([]string{p}, WithPrevious(third))
+	if !fourth.Ready() {
+		t.Errorf("fixed file: %+v", fourth.Objects)
+	}
+
+	notReady := readYAML(t, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {eventing.knative.dev/broker.class: Nope}}\n"+
+		"---\napiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\nspec: {sink: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}}}\n")
+	if o := status(t, notReady, "PingSource default/p"); o.Ready || !strings.Contains(o.Reason, "spec.sink.ref: Broker default/b is not ready") {
+		t.Errorf("ref to a broker that is not ready: %+v", o)
+	}
+}

@@ -80,6 +80,7 @@ type resolver struct {
 	st        *settings
 	refs      []RefEntry
 	addresses map[string]string // "Kind ns/name" → Sluice address, of ready objects
+	declared  map[string]bool   // "Kind ns/name" of every object of the configuration
 }
 
 // address is the Sluice ingress address of the object at ns/name.
@@ -100,8 +101,12 @@ func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 	group, _ := splitAPIVersion(ref.APIVersion)
 	base := ""
 	if g, ok := addressable[ref.Kind]; ok && g == group {
-		if a, ok := r.addresses[ref.Kind+" "+ref.Namespace+"/"+ref.Name]; ok {
+		key := ref.Kind + " " + ref.Namespace + "/" + ref.Name
+		if a, ok := r.addresses[key]; ok {
 			base, res.Via = a, ViaConfig
+		} else if r.declared[key] {
+			// In the configuration but not running: no address to send to.
+			return res, fmt.Errorf("%s.ref: %s is not ready", d.path, key)
 		}
 	}
 	if base == "" {

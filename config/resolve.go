@@ -30,7 +30,12 @@ func (l *loader) resolve(cfg *Config) {
 			c.cms[p.status.Namespace+"/"+p.status.Name] = p.cm
 		}
 	}
-	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}}
+	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}}
+	for _, p := range live {
+		if !p.status.Skipped && !p.duplicate && p.status.Name != "" {
+			r.declared[p.key()] = true
+		}
+	}
 	nodes := map[string]*node{} // by "ns/name", the address path
 	claim := func(p *parsed, n *node) bool {
 		k := n.Key()
@@ -360,6 +365,28 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 		prev = l.st.previous.good
 	}
 	live := make([]*parsed, 0, len(l.objects))
+	// A document that could not be parsed at all names no object: every object its file
+	// held last time that is missing now keeps its last good version.
+	broken := map[string]string{} // file → why
+	for _, p := range l.objects {
+		if p.failed() && p.status.Name == "" {
+			broken[p.status.File] = fmt.Sprintf("document %d: %s", p.status.Document, strings.Join(p.reasons, "; "))
+		}
+	}
+	if len(broken) > 0 {
+		for _, key := range sortedKeys(prev) {
+			g := prev[key]
+			why, ok := broken[g.status.File]
+			if _, present := l.seen[key]; !ok || present {
+				continue
+			}
+			q := *g
+			q.status.Refs = nil
+			q.status.Reason = "its file is invalid (" + why + "); the last good version runs"
+			q.reasons, q.previous = nil, true
+			l.objects = append(l.objects, &q)
+		}
+	}
 	for i, p := range l.objects {
 		if p.status.Skipped || p.duplicate {
 			live = append(live, p)
