@@ -283,11 +283,18 @@ func (l *loader) object(file string, index int, js []byte) {
 	if len(obj.Spec) > 0 && !bytes.Equal(obj.Spec, []byte("null")) {
 		var rawSpec any
 		_ = json.Unmarshal(obj.Spec, &rawSpec)
-		checkFields("spec", rawSpec, k.spec, func(path, reason string) { p.fail("%s: %s", path, reason) })
+		shape := map[string]bool{} // paths checkFields found the wrong shape at
+		checkFields("spec", rawSpec, k.spec, func(path, reason string) {
+			p.fail("%s: %s", path, reason)
+			shape[path] = true
+		})
 		// encoding/json reports the first type error and still decodes the rest, so the
 		// other checks below run too.
-		if err := json.Unmarshal(obj.Spec, spec); err != nil && !p.failed() {
-			p.fail("%s", typeError("spec", err))
+		if err := json.Unmarshal(obj.Spec, spec); err != nil {
+			var te *json.UnmarshalTypeError
+			if !asTypeError(err, &te) || !shape[join("spec", te.Field)] {
+				p.fail("%s", typeError("spec", err))
+			}
 		}
 	}
 	p.spec(obj, spec)
@@ -318,9 +325,6 @@ func typeError(prefix string, err error) string {
 		p := te.Field
 		if prefix != "" {
 			p = join(prefix, p)
-		}
-		if te.Value == "array" && strings.HasSuffix(p, "filters") {
-			return p + ": must be a list"
 		}
 		return fmt.Sprintf("%s: got a JSON %s, want %s", p, te.Value, friendlyType(te.Type.String()))
 	}
