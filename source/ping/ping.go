@@ -119,7 +119,8 @@ func New(opts ...Option) (*Runner, error) {
 		fields |= cron.Second
 	}
 	r := &Runner{opts: o, parser: cron.NewParser(fields), running: map[string]entry{}}
-	r.cron = cron.New(cron.WithParser(r.parser))
+	r.cron = cron.New(cron.WithParser(r.parser),
+		cron.WithLogger(cron.PrintfLogger(slog.NewLogLogger(o.logger.Handler(), slog.LevelError))))
 	r.life, r.end = context.WithCancel(context.Background())
 	r.cron.Start()
 	return r, nil
