@@ -227,7 +227,11 @@ type Delivery struct {
 // Default returns the configuration used without a config file: one Broker
 // default/default on the server's default channel, with no triggers.
 func Default() *Config {
-	return &Config{Brokers: []Broker{{Namespace: "default", Name: "default", Kind: kindBroker}}}
+	return &Config{
+		Brokers: []Broker{{Namespace: "default", Name: "default", Kind: kindBroker}},
+		Objects: []ObjectStatus{{APIVersion: apiEventing, Kind: kindBroker, Namespace: "default", Name: "default",
+			File: "(default)", Ready: true}},
+	}
 }
 
 // PingSource is a Knative PingSource, resolved: it posts one event to Sink on every tick
