@@ -263,13 +263,13 @@ const (
 	HeaderPercent
 )
 
-// needsEncoding reports whether byte i of v must be percent-encoded under enc.
-func needsEncoding(v string, i int, enc HeaderEncoding) bool {
-	c := v[i]
-	if enc == HeaderPercent {
-		return c <= ' ' || c >= 0x7f || c == '"' || c == '%'
-	}
-	switch {
+// needsStrict reports whether c must be percent-encoded under HeaderPercent.
+func needsStrict(c byte) bool { return c <= ' ' || c >= 0x7f || c == '"' || c == '%' }
+
+// needsMinimal reports whether byte i of v must be percent-encoded under HeaderMinimal.
+// Callers test the common case (a printable byte other than '%') first, inline.
+func needsMinimal(v string, i int) bool {
+	switch c := v[i]; {
 	case c < ' ' || c == 0x7f:
 		return true
 	case c == ' ':
@@ -280,6 +280,17 @@ func needsEncoding(v string, i int, enc HeaderEncoding) bool {
 	return false
 }
 
+// needsEncoding reports whether byte i of v must be percent-encoded under enc.
+func needsEncoding(v string, i int, enc HeaderEncoding) bool {
+	if enc == HeaderPercent {
+		return needsStrict(v[i])
+	}
+	if c := v[i]; c > ' ' && c != '%' && c != 0x7f {
+		return false
+	}
+	return needsMinimal(v, i)
+}
+
 // EncodeHeaderValue encodes v for a ce- header with HeaderMinimal.
 func EncodeHeaderValue(v string) string { return encodeHeaderValue(v, HeaderMinimal) }
 
@@ -287,18 +298,36 @@ func EncodeHeaderValue(v string) string { return encodeHeaderValue(v, HeaderMini
 func EncodeHeaderValueAs(v string, enc HeaderEncoding) string { return encodeHeaderValue(v, enc) }
 
 func encodeHeaderValue(v string, enc HeaderEncoding) string {
+	// The common case: nothing to encode, found in one pass of cheap comparisons.
+	first := -1
+	if enc == HeaderPercent {
+		for i := 0; i < len(v); i++ {
+			if needsStrict(v[i]) {
+				first = i
+				break
+			}
+		}
+	} else {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; (c <= ' ' || c == '%' || c == 0x7f) && needsMinimal(v, i) {
+				first = i
+				break
+			}
+		}
+	}
+	if first < 0 {
+		return v
+	}
 	n := 0
-	for i := 0; i < len(v); i++ {
+	for i := first; i < len(v); i++ {
 		if needsEncoding(v, i, enc) {
 			n++
 		}
 	}
-	if n == 0 {
-		return v
-	}
 	const hexdigits = "0123456789ABCDEF"
 	b := make([]byte, 0, len(v)+2*n)
-	for i := 0; i < len(v); i++ {
+	b = append(b, v[:first]...)
+	for i := first; i < len(v); i++ {
 		c := v[i]
 		if needsEncoding(v, i, enc) {
 			b = append(b, '%', hexdigits[c>>4], hexdigits[c&15])
