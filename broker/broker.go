@@ -98,6 +98,7 @@ func (b *Broker) reply(ctx context.Context, e *event.Event) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("reply %s: %w", e.ID, err)
 	}
+	e.Set(ExtArrivalTime, b.srv.arrival.now()) // as Knative's ingress stamps a reply
 	_, err := b.ingest(ctx, []*event.Event{e})
 	return err
 }

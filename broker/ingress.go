@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 //	POST /<namespace>/<broker>  ingest (202, 400, 404, 405, 413, 415, 429, 503)
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 once configured, 503 while shutting down
+//	GET  /status                every object of the configuration, ready or not (JSON)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
@@ -26,6 +28,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/healthz":
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok\n"))
+		return
+	case "/status":
+		s.serveStatus(w, r)
 		return
 	case "/readyz":
 		if !s.ready.Load() {
@@ -85,7 +90,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.m.received.Add(float64(len(evs)))
 	if b.isKnBr {
+		arrived := s.arrival.now()
 		for _, e := range evs {
+			e.Extensions = slices.Grow(e.Extensions, 2) // room for both stamps: one allocation at most
+			e.Set(ExtArrivalTime, arrived)
 			if err := stampTTL(e); err != nil {
 				s.metrics.rejected.WithLabelValues(b.key, "ttl").Inc()
 				http.Error(w, err.Error(), http.StatusBadRequest)

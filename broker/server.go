@@ -37,6 +37,8 @@ type Server struct {
 	ingestMu sync.RWMutex // held for reading while a request stores events
 	draining atomic.Bool
 	ready    atomic.Bool
+	arrival  arrivalClock            // knativearrivaltime stamps
+	applied  atomic.Pointer[applied] // what Status reports
 
 	// life is the parent of every dispatcher's and retirement's context: Shutdown cancels
 	// it when its own context ends, so that nothing outlives its deadline.
@@ -98,6 +100,7 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 	old := *s.brokers.Load()
 	next := make(map[string]*Broker, len(cfg.Brokers))
 	var errs []error
+	failed := map[string]error{} // for Status
 	for _, bc := range cfg.Brokers {
 		key := bc.Key()
 		b := old[key]
@@ -106,9 +109,15 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 				key, b.cfg.Channel, bc.Channel, b.cfg.Channel))
 			bc.Channel = b.cfg.Channel
 		}
+		if b != nil {
+			if err := keepChannelSettings(&bc, b.cfg); err != nil {
+				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
+			}
+		}
 		if b == nil {
 			ch, err := s.opts.open(ctx, bc)
 			if err != nil {
+				failed[key] = err
 				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
 				continue
 			}
@@ -116,11 +125,13 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 			s.log.Info("broker started", "broker", key, "durable", b.durable)
 		}
 		if err := b.apply(ctx, bc); err != nil {
+			failed[key] = err
 			errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
 		}
 		next[key] = b
 	}
 	s.brokers.Store(&next)
+	s.applied.Store(&applied{cfg: cfg, failed: failed})
 	for key, b := range old {
 		if _, ok := next[key]; !ok {
 			s.removed.start(func() int {

@@ -133,7 +133,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 			Retry: d.Retry, Delay: d.BackoffDelay, Backoff: backoff, Timeout: d.Timeout,
 			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
 		},
-		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight,
+		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
 	}, nil
 }
 

@@ -1,17 +1,23 @@
 // Package config loads Sluice's configuration: multi-document YAML of Knative Eventing
-// objects (Broker, Trigger, Channel, InMemoryChannel, KafkaChannel, Subscription),
-// unchanged, validated strictly and resolved into the brokers and triggers the server
-// runs. docs/config.md is the user documentation of the format.
+// objects (Broker, Trigger, Channel, InMemoryChannel, KafkaChannel, Subscription,
+// Sequence, Parallel, PingSource, and the ConfigMaps they name), unchanged, validated
+// strictly and resolved into the brokers, triggers and sources the server runs.
+// docs/config.md is the user documentation of the format.
 //
-// Everything Sluice cannot honour outside Kubernetes — an unknown kind or field, a ref
-// destination, a Broker's spec.config — is a load error naming the file, the object and
-// the field; nothing is silently ignored. Load reports every error it finds at once.
+// Each object stands alone, as in Knative: Read reports every object with whether it is
+// ready and why not, and the ready ones make up the configuration. Kinds Sluice does not
+// run (a Deployment, a Namespace…) are skipped. Everything Sluice cannot honour — an
+// unknown field, a broker class it has no backend for — makes that object not ready with
+// a reason naming the field; nothing is silently changed. References (spec.subscriber.ref
+// and every other Destination) resolve to the referenced object's Sluice address, an
+// entry of a refs file, or the in-cluster address Knative would use (see Option).
 //
 // The values returned are never modified by this package after they are returned and
 // may be shared between goroutines.
 package config
 
 import (
+	"errors"
 	"reflect"
 	"time"
 
@@ -26,6 +32,12 @@ const (
 	ChannelJetStream = "jetstream"
 	ChannelKafka     = "kafka"
 	ChannelKinesis   = "kinesis"
+)
+
+// Header encodings, the values of Broker.HeaderEncoding.
+const (
+	HeaderEncodingMinimal = ""
+	HeaderEncodingPercent = "percent"
 )
 
 // Backoff policies, the values of Delivery.BackoffPolicy.
@@ -51,10 +63,49 @@ func DefaultDelivery() Delivery {
 // Config is a loaded, validated configuration.
 type Config struct {
 	// Brokers, sorted by Key. Channels are brokers too: events are posted to them the same
-	// way, and their Subscriptions are their triggers.
+	// way, and their Subscriptions are their triggers. The channels and subscriptions a
+	// Sequence or Parallel is made of are here too (Broker.Owner names it).
 	Brokers []Broker
+	// PingSources are the ready PingSources, sorted by Key.
+	PingSources []PingSource
+	// Objects is every object read, in file order, with its status: ready, skipped (a
+	// kind Sluice does not run) or not ready with the reason.
+	Objects []ObjectStatus
 	// Files are the files read, in the order read.
 	Files []string
+
+	// good holds the last valid version of each object, so that a reload in which an
+	// object became invalid keeps running that version (see WithPrevious).
+	good map[string]*parsed
+}
+
+// Ready reports whether every object that Sluice runs is ready.
+func (c *Config) Ready() bool {
+	for _, o := range c.Objects {
+		if !o.Ready && !o.Skipped {
+			return false
+		}
+	}
+	return true
+}
+
+// Err returns the reasons of every object that is not ready, one error each naming the
+// file and the object ("demo.yaml: Trigger demo/perf: spec.broker: required"), joined;
+// nil when every object is ready.
+func (c *Config) Err() error {
+	var errs []error
+	for _, o := range c.Objects {
+		if o.Ready || o.Skipped {
+			continue
+		}
+		if len(o.reasons) == 0 {
+			errs = append(errs, errors.New(o.where()+": "+o.Reason))
+		}
+		for _, r := range o.reasons {
+			errs = append(errs, errors.New(o.where()+": "+r))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Broker is a Knative Broker or channel: an ingress address, a channel backend and the
@@ -67,6 +118,22 @@ type Broker struct {
 	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
 	// ChannelKafka or ChannelKinesis.
 	Channel string
+	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker" or
+	// "Kafka"; empty for channels.
+	Class string
+	// KafkaTopic, on the kafka backend, is an existing topic used as it is (the
+	// kafka.eventing.knative.dev/external.topic annotation): never created or deleted.
+	KafkaTopic string
+	// KafkaBootstrapServers, on the kafka backend, are the seed brokers of the cluster the
+	// broker's ConfigMap names (bootstrap.servers); empty: the server's --kafka-brokers.
+	KafkaBootstrapServers []string
+	// HeaderEncoding is how ce- header values are encoded toward the broker's subscribers:
+	// HeaderEncodingMinimal (the default) or HeaderEncodingPercent (the
+	// sluice.dev/header-encoding annotation).
+	HeaderEncoding string
+	// Owner names the Sequence or Parallel a generated channel belongs to, "Kind ns/name";
+	// empty for objects of the configuration.
+	Owner string
 	// KinesisStream names an existing Kinesis stream the broker uses as it is (the
 	// sluice.dev/kinesis-stream annotation); empty: the stream Sluice names and creates.
 	KinesisStream string
@@ -93,10 +160,11 @@ type Trigger struct {
 	// attributes and spec.filters), kept to compare triggers across reloads.
 	Attributes map[string]string
 	Filters    []filter.Spec
-	// Subscriber is the absolute http or https URL events are sent to.
+	// Subscriber is the absolute http or https URL events are sent to: spec.subscriber
+	// resolved (a ref becomes the URL of the object it names).
 	Subscriber string
-	// Reply is a Subscription's spec.reply.uri: where the subscriber's replies are sent.
-	// Empty means replies are ingested back into the broker or channel.
+	// Reply is a Subscription's resolved spec.reply: where the subscriber's replies are
+	// sent. Empty means: into the broker (for a Trigger), dropped (for a Subscription).
 	Reply string
 	// Delivery is the resolved retry, timeout and dead-letter policy.
 	Delivery Delivery
@@ -159,5 +227,44 @@ type Delivery struct {
 // Default returns the configuration used without a config file: one Broker
 // default/default on the server's default channel, with no triggers.
 func Default() *Config {
-	return &Config{Brokers: []Broker{{Namespace: "default", Name: "default", Kind: kindBroker}}}
+	return &Config{
+		Brokers: []Broker{{Namespace: "default", Name: "default", Kind: kindBroker}},
+		Objects: []ObjectStatus{{APIVersion: apiEventing, Kind: kindBroker, Namespace: "default", Name: "default",
+			File: "(default)", Ready: true}},
+	}
+}
+
+// PingSource is a Knative PingSource, resolved: it posts one event to Sink on every tick
+// of Schedule.
+type PingSource struct {
+	Namespace, Name string
+	// Schedule is the cron schedule (five fields, or a descriptor such as @hourly), with a
+	// "CRON_TZ=<zone> " prefix when spec.timezone or the schedule names a time zone.
+	Schedule string
+	// ContentType is the event's datacontenttype (spec.contentType).
+	ContentType string
+	// Data is the event's data: spec.data as is, or spec.dataBase64 decoded.
+	Data []byte
+	// Extensions are spec.ceOverrides.extensions, added to every event.
+	Extensions map[string]string
+	// Sink is the resolved spec.sink URL.
+	Sink string
+	// Source is the file the object was read from.
+	Source string
+}
+
+// Key returns "namespace/name".
+func (p PingSource) Key() string { return p.Namespace + "/" + p.Name }
+
+// EventSource is the CloudEvents source attribute of the PingSource's events, as
+// Knative sets it: "/apis/v1/namespaces/<namespace>/pingsources/<name>".
+func (p PingSource) EventSource() string {
+	return "/apis/v1/namespaces/" + p.Namespace + "/pingsources/" + p.Name
+}
+
+// Equal reports whether p and q describe the same source (Source, the file, aside).
+func (p PingSource) Equal(q PingSource) bool {
+	return p.Namespace == q.Namespace && p.Name == q.Name && p.Schedule == q.Schedule &&
+		p.ContentType == q.ContentType && string(p.Data) == string(q.Data) && p.Sink == q.Sink &&
+		equalMaps(p.Extensions, q.Extensions)
 }

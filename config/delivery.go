@@ -12,10 +12,11 @@ type partialDelivery struct {
 	policy                *string
 	delay, timeout, raMax *time.Duration
 	deadLetterSink        *string
+	dls                   *dest // deadLetterSink as written; resolved into deadLetterSink
 }
 
 // delivery validates a DeliverySpec at path.
-func (o *objectCtx) delivery(path string, d *deliverySpec) partialDelivery {
+func (o *parsed) delivery(path string, d *deliverySpec) partialDelivery {
 	var p partialDelivery
 	if d == nil {
 		return p
@@ -53,8 +54,15 @@ func (o *objectCtx) delivery(path string, d *deliverySpec) partialDelivery {
 	p.timeout = dur("timeout", d.Timeout, true)
 	p.raMax = dur("retryAfterMax", d.RetryAfterMax, false)
 	if d.DeadLetterSink != nil {
-		if u := o.uri(path+".deadLetterSink", d.DeadLetterSink, true); u != "" {
-			p.deadLetterSink = &u
+		p.dls = o.dest(path+".deadLetterSink", d.DeadLetterSink, true)
+	}
+	if d.Format != nil {
+		switch *d.Format {
+		case "binary":
+		case "json":
+			o.fail("%s.format: \"json\": supported by Knative, not by Sluice: Sluice delivers in binary mode", path)
+		default:
+			o.fail("%s.format: %q is not binary or json", path, *d.Format)
 		}
 	}
 	return p

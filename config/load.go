@@ -3,29 +3,47 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/sluice-broker/sluice/filter"
 )
 
-// Load reads the configuration at path: one YAML file, or every *.yaml and *.yml file of
-// a directory (not its subdirectories, not hidden files), in name order. It returns every
-// problem found, joined with errors.Join, each naming the file, the object and the field.
-func Load(path string) (*Config, error) {
-	files, err := readFiles(path)
+// Read reads the configuration at paths: YAML files, or directories whose *.yaml and
+// *.yml files (not subdirectories, not hidden files) are read in name order. Every
+// object gets a status (Config.Objects); the ready ones make up the configuration. The
+// error is only for what could not be read at all (a missing file, a bad option).
+func Read(paths []string, opts ...Option) (*Config, error) {
+	st, err := newSettings(opts)
 	if err != nil {
 		return nil, err
 	}
-	return load(files)
+	files, err := readFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := readRefs(st.refsFile)
+	if err != nil {
+		return nil, err
+	}
+	return load(files, refs, st), nil
+}
+
+// Load reads the configuration at path (a file or a directory) like Read, and fails
+// unless every object Sluice runs is ready: the error names each file, object and field
+// at fault (Config.Err).
+func Load(path string, opts ...Option) (*Config, error) {
+	cfg, err := Read([]string{path}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // fileData is one file's name and content.
@@ -34,58 +52,43 @@ type fileData struct {
 	data []byte
 }
 
-// readFiles lists and reads the configuration files at path.
-func readFiles(path string) ([]fileData, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	names := []string{path}
-	if fi.IsDir() {
-		entries, err := os.ReadDir(path)
+// readFiles lists and reads the configuration files at paths.
+func readFiles(paths []string) ([]fileData, error) {
+	var files []fileData
+	for _, path := range paths {
+		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		names = names[:0]
-		for _, e := range entries {
-			n := e.Name()
-			ext := filepath.Ext(n)
-			if e.IsDir() || strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
-				continue
+		names := []string{path}
+		if fi.IsDir() {
+			entries, err := os.ReadDir(path)
+			if err != nil {
+				return nil, fmt.Errorf("config: %w", err)
 			}
-			names = append(names, filepath.Join(path, n))
+			names = names[:0]
+			for _, e := range entries {
+				n := e.Name()
+				ext := filepath.Ext(n)
+				if e.IsDir() || strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
+					continue
+				}
+				names = append(names, filepath.Join(path, n))
+			}
+			if len(names) == 0 {
+				return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
+			}
+			sort.Strings(names)
 		}
-		if len(names) == 0 {
-			return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				return nil, fmt.Errorf("config: %w", err)
+			}
+			files = append(files, fileData{n, b})
 		}
-		sort.Strings(names)
-	}
-	files := make([]fileData, 0, len(names))
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		files = append(files, fileData{n, b})
 	}
 	return files, nil
-}
-
-// load parses and resolves files.
-func load(files []fileData) (*Config, error) {
-	l := &loader{entries: map[string]*brokerEntry{}}
-	cfg := &Config{}
-	for _, f := range files {
-		cfg.Files = append(cfg.Files, f.name)
-		for i, doc := range splitDocuments(f.data) {
-			l.document(f.name, i+1, doc)
-		}
-	}
-	l.resolve(cfg)
-	if len(l.errs) > 0 {
-		return nil, errors.Join(l.errs...)
-	}
-	return cfg, nil
 }
 
 // splitDocuments splits a multi-document YAML stream at its "---" lines.
@@ -104,41 +107,42 @@ func splitDocuments(data []byte) [][]byte {
 	return append(docs, cur)
 }
 
-// brokerEntry is a Broker or channel being built.
-type brokerEntry struct {
-	Broker
-	where        string // "file: Kind ns/name"
-	delivery     partialDelivery
-	templateKind string // a Channel's channelTemplate kind
-}
-
-// triggerEntry is a Trigger or Subscription waiting for its broker.
-type triggerEntry struct {
-	Trigger
-	where    string
-	obj      string // "Kind ns/name", for messages
-	file     string
-	broker   string // key of the broker or channel
-	ref      *channelRef
-	delivery partialDelivery
-}
-
-type loader struct {
-	errs     []error
-	entries  map[string]*brokerEntry
-	triggers []*triggerEntry
-	seen     map[string]string // "Kind ns/name" → where first defined
-}
-
-// document parses one YAML document of file.
-func (l *loader) document(file string, index int, doc []byte) {
-	where := fmt.Sprintf("%s: document %d", file, index)
-	fail := func(format string, args ...any) {
-		l.errs = append(l.errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+// load parses files and resolves them into a configuration.
+func load(files []fileData, refs []RefEntry, st *settings) *Config {
+	l := &loader{st: st, refs: refs, seen: map[string]*parsed{}}
+	cfg := &Config{good: map[string]*parsed{}}
+	for _, f := range files {
+		cfg.Files = append(cfg.Files, f.name)
+		n := 0
+		for _, doc := range splitDocuments(f.data) {
+			l.document(f.name, &n, doc)
+		}
 	}
-	js, err := yaml.YAMLToJSON(doc)
+	l.resolve(cfg)
+	return cfg
+}
+
+// loader is the state of one load.
+type loader struct {
+	st      *settings
+	refs    []RefEntry
+	objects []*parsed          // in file order
+	seen    map[string]*parsed // by key, the first definition
+}
+
+// document parses one YAML document of file; n counts the documents (and List items)
+// of the file so far.
+func (l *loader) document(file string, n *int, doc []byte) {
+	js, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
-		fail("invalid YAML: %v", err)
+		*n++
+		p := l.newParsed(file, *n, lenientObject(doc))
+		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+		if strings.Contains(msg, "already set in map") || strings.Contains(msg, "already defined") {
+			msg += " (a key given twice; if two objects run together, separate them with a line \"---\")"
+		}
+		p.fail("invalid YAML: %s", msg)
+		l.add(p)
 		return
 	}
 	if s := bytes.TrimSpace(js); bytes.Equal(s, []byte("null")) || len(s) == 0 {
@@ -146,311 +150,183 @@ func (l *loader) document(file string, index int, doc []byte) {
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(js, &raw); err != nil {
-		fail("not a Kubernetes object (a YAML mapping with apiVersion, kind, metadata, spec)")
+		*n++
+		p := l.newParsed(file, *n, object{})
+		p.fail("not a Kubernetes object (a YAML mapping with apiVersion, kind, metadata, spec)")
+		l.add(p)
 		return
 	}
-	var obj object
-	if err := json.Unmarshal(js, &obj); err != nil {
-		fail("%s", typeError("", err))
-		return
-	}
-	k, ok := kinds[obj.Kind]
-	if !ok {
-		if obj.Kind == "" {
-			fail("kind: required")
-		} else {
-			fail("kind %q (apiVersion %q) is not supported; Sluice reads Broker and Trigger (%s), Channel, InMemoryChannel and Subscription (%s), KafkaChannel (%s)",
-				obj.Kind, obj.APIVersion, apiEventing, apiMessaging, apiMessagingBeta)
+	if raw["kind"] == kindList && raw["apiVersion"] == "v1" {
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(js, &list); err != nil {
+			*n++
+			p := l.newParsed(file, *n, object{Kind: kindList})
+			p.fail("items: must be a list of objects")
+			l.add(p)
+			return
+		}
+		for _, item := range list.Items {
+			*n++
+			l.object(file, *n, item)
 		}
 		return
 	}
+	*n++
+	l.object(file, *n, js)
+}
+
+// lenientObject decodes what it can of a document that is not valid strict YAML, to name
+// the object in the message.
+func lenientObject(doc []byte) object {
+	var o object
+	if js, err := yaml.YAMLToJSON(doc); err == nil {
+		_ = json.Unmarshal(js, &o)
+	}
+	return o
+}
+
+// newParsed starts the record of the object at document index of file.
+func (l *loader) newParsed(file string, index int, obj object) *parsed {
 	ns := obj.Metadata.Namespace
 	if ns == "" {
 		ns = "default"
 	}
-	name := fmt.Sprintf("%s %s/%s", obj.Kind, ns, obj.Metadata.Name)
-	if obj.Metadata.Name == "" {
-		name = fmt.Sprintf("%s (document %d)", obj.Kind, index)
+	return &parsed{
+		status: ObjectStatus{
+			APIVersion: obj.APIVersion, Kind: obj.Kind, Namespace: ns, Name: obj.Metadata.Name,
+			File: file, Document: index,
+		},
+		annotations: obj.Metadata.Annotations,
 	}
-	where = file + ": " + name
-	if obj.APIVersion != k.apiVersion {
-		fail("apiVersion %q is not supported for %s; use %s", obj.APIVersion, obj.Kind, k.apiVersion)
-	}
-	for _, key := range sortedKeys(raw) {
-		switch key {
-		case "apiVersion", "kind", "metadata", "spec", "status":
-		default:
-			fail("%s: unknown field", key)
-		}
-	}
-	if obj.Metadata.Name == "" {
-		fail("metadata.name: required")
-	} else if msg := dnsLabel(obj.Metadata.Name); msg != "" {
-		fail("metadata.name: %q %s", obj.Metadata.Name, msg)
-	}
-	if msg := dnsLabel(ns); msg != "" {
-		fail("metadata.namespace: %q %s", ns, msg)
-	}
-	key := ns + "/" + obj.Metadata.Name
-	if l.seen == nil {
-		l.seen = map[string]string{}
-	}
-	if first, dup := l.seen[name]; dup && obj.Metadata.Name != "" {
-		fail("defined twice (first in %s)", first)
+}
+
+func (l *loader) add(p *parsed) { l.objects = append(l.objects, p) }
+
+// object parses one object (a document or a List item).
+func (l *loader) object(file string, index int, js []byte) {
+	var obj object
+	if err := json.Unmarshal(js, &obj); err != nil {
+		p := l.newParsed(file, index, lenientObject(js))
+		p.fail("%s", typeError("", err))
+		l.add(p)
 		return
 	}
-	l.seen[name] = fmt.Sprintf("%s document %d", file, index)
-
-	// The spec: no unknown fields, right types.
-	spec := reflect.New(k.spec).Interface()
-	if len(obj.Spec) > 0 && !bytes.Equal(obj.Spec, []byte("null")) {
-		var rawSpec any
-		_ = json.Unmarshal(obj.Spec, &rawSpec)
-		checkFields("spec", rawSpec, k.spec, func(path, reason string) { fail("%s: %s", path, reason) })
-		// encoding/json reports the first type error and still decodes the rest, so the
-		// other checks below run too.
-		if err := json.Unmarshal(obj.Spec, spec); err != nil {
-			fail("%s", typeError("spec", err))
-			var te *json.UnmarshalTypeError
-			if !errors.As(err, &te) {
+	p := l.newParsed(file, index, obj)
+	l.add(p)
+	if obj.Kind == "" || obj.APIVersion == "" {
+		if obj.Kind == "" {
+			p.fail("kind: required")
+		}
+		if obj.APIVersion == "" {
+			p.fail("apiVersion: required")
+		}
+		return
+	}
+	group, version := splitAPIVersion(obj.APIVersion)
+	k, runs := kinds[obj.Kind]
+	if !runs || (k.group != group && !knativeGroup(group)) {
+		for known, ki := range kinds {
+			if strings.EqualFold(known, obj.Kind) && ki.group == group && known != obj.Kind {
+				p.fail("kind %q: kinds are case-sensitive; did you mean %s?", obj.Kind, known)
 				return
 			}
 		}
+		p.skip(obj)
+		return
 	}
-	o := &objectCtx{l: l, fail: fail}
-	channel := obj.Metadata.Annotations[annotationChannel]
-	switch channel {
-	case ChannelDefault, ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis:
-	default:
-		fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka, kinesis", annotationChannel, channel)
-	}
-	stream := obj.Metadata.Annotations[annotationStream]
-	if stream != "" && channel != ChannelKinesis {
-		fail("metadata.annotations.%s: only a broker annotated %s: %s has a Kinesis stream", annotationStream, annotationChannel, ChannelKinesis)
-	}
-	b := &brokerEntry{Broker: Broker{Namespace: ns, Name: obj.Metadata.Name, Kind: obj.Kind, Channel: channel, KinesisStream: stream}, where: where}
-	switch s := spec.(type) {
-	case *brokerSpec:
-		if len(s.Config) > 0 && !bytes.Equal(s.Config, []byte("null")) {
-			fail("spec.config: not supported: Sluice has no ConfigMaps; choose the channel with the %s annotation", annotationChannel)
+	if k.group != group || !contains(k.versions, version) {
+		want := k.group + "/" + k.versions[0]
+		if k.group == "" {
+			want = k.versions[0]
 		}
-		b.delivery = o.delivery("spec.delivery", s.Delivery)
-		l.addBroker(key, b, fail)
-	case *channelSpec:
-		if t := s.ChannelTemplate; t != nil {
-			b.templateKind = t.Kind
-			switch {
-			case t.Kind == kindInMemory && t.APIVersion == apiMessaging:
-				o.backend(b, ChannelMemory)
-				o.templateSpec(t.Spec, reflect.TypeFor[struct{}](), nil)
-			case t.Kind == kindKafkaChannel && t.APIVersion == apiMessagingBeta:
-				o.backend(b, ChannelKafka)
-				var ks kafkaTopicSpec
-				o.templateSpec(t.Spec, reflect.TypeFor[kafkaTopicSpec](), &ks)
-				b.Partitions, b.ReplicationFactor = ks.NumPartitions, ks.ReplicationFactor
-			default:
-				fail("spec.channelTemplate: %s %q is not supported; use %s %s or %s %s",
-					t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel)
+		p.fail("apiVersion %q is not supported for %s; use %s", obj.APIVersion, obj.Kind, want)
+		return
+	}
+	var raw map[string]any
+	_ = json.Unmarshal(js, &raw)
+	for _, key := range sortedKeys(raw) {
+		switch key {
+		case "apiVersion", "kind", "metadata", "spec", "status":
+		case "data", "binaryData", "immutable":
+			if obj.Kind != kindConfigMap {
+				p.fail("%s: unknown field", key)
 			}
-		}
-		b.delivery = o.delivery("spec.delivery", s.Delivery)
-		o.topic(b)
-		l.addBroker(key, b, fail)
-	case *inMemoryChannelSpec:
-		o.backend(b, ChannelMemory)
-		b.delivery = o.delivery("spec.delivery", s.Delivery)
-		l.addBroker(key, b, fail)
-	case *kafkaChannelSpec:
-		o.backend(b, ChannelKafka)
-		b.Partitions, b.ReplicationFactor = s.NumPartitions, s.ReplicationFactor
-		o.topic(b)
-		b.delivery = o.delivery("spec.delivery", s.Delivery)
-		l.addBroker(key, b, fail)
-	case *triggerSpec:
-		if channel != "" {
-			fail("metadata.annotations.%s: only for Brokers and channels", annotationChannel)
-		}
-		t := &triggerEntry{Trigger: Trigger{Namespace: ns, Name: obj.Metadata.Name, Kind: kindTrigger, Source: file}, where: where, file: file, obj: name}
-		switch s.Broker {
-		case "":
-			fail("spec.broker: required")
 		default:
-			t.broker = ns + "/" + s.Broker
+			p.fail("%s: unknown field", key)
 		}
-		if s.Filter != nil {
-			t.Attributes = s.Filter.Attributes
+	}
+	switch {
+	case obj.Metadata.Name == "":
+		p.fail("metadata.name: required")
+	case dnsSubdomain(obj.Metadata.Name, obj.Kind == kindConfigMap) != "":
+		p.fail("metadata.name: %q %s", obj.Metadata.Name, dnsSubdomain(obj.Metadata.Name, obj.Kind == kindConfigMap))
+	}
+	if msg := dnsLabel(p.status.Namespace); msg != "" {
+		p.fail("metadata.namespace: %q %s", p.status.Namespace, msg)
+	}
+	if obj.Metadata.Name != "" {
+		key := p.key()
+		if first, dup := l.seen[key]; dup {
+			p.fail("defined twice (first in %s document %d)", first.status.File, first.status.Document)
+			p.duplicate = true
+			return
 		}
-		t.Filters = s.Filters
-		f, err := filter.Compile(t.Attributes, t.Filters)
-		if err != nil {
-			for _, e := range unjoin(err) {
-				fail("spec.%v", e)
+		l.seen[key] = p
+	}
+	if obj.Kind == kindConfigMap {
+		p.configMap(obj)
+		return
+	}
+	spec := newSpec(k.spec)
+	if len(obj.Spec) > 0 && !bytes.Equal(obj.Spec, []byte("null")) {
+		var rawSpec any
+		_ = json.Unmarshal(obj.Spec, &rawSpec)
+		shape := map[string]bool{} // paths checkFields found the wrong shape at
+		checkFields("spec", rawSpec, k.spec, func(path, reason string) {
+			p.fail("%s: %s", path, reason)
+			shape[path] = true
+		})
+		// encoding/json reports the first type error and still decodes the rest, so the
+		// other checks below run too.
+		if err := json.Unmarshal(obj.Spec, spec); err != nil {
+			var te *json.UnmarshalTypeError
+			if !asTypeError(err, &te) || !shape[join("spec", te.Field)] {
+				p.fail("%s", typeError("spec", err))
 			}
 		}
-		t.Filter = f
-		t.Subscriber = o.uri("spec.subscriber", s.Subscriber, true)
-		t.delivery = o.delivery("spec.delivery", s.Delivery)
-		switch v := obj.Metadata.Annotations[annotationOrdering]; v {
-		case "", "unordered":
-		case "ordered":
-			t.Ordered = true
-		default:
-			fail("metadata.annotations.%s: %q is not ordered or unordered", annotationOrdering, v)
-		}
-		l.triggers = append(l.triggers, t)
-	case *subscriptionSpec:
-		if channel != "" {
-			fail("metadata.annotations.%s: only for Brokers and channels", annotationChannel)
-		}
-		t := &triggerEntry{Trigger: Trigger{Namespace: ns, Name: obj.Metadata.Name, Kind: kindSubscription, Filter: filter.MatchAll, Source: file},
-			where: where, file: file, obj: name, ref: s.Channel}
-		if s.Channel == nil || s.Channel.Name == "" {
-			fail("spec.channel.name: required")
-		} else {
-			t.broker = ns + "/" + s.Channel.Name
-		}
-		t.Subscriber = o.uri("spec.subscriber", s.Subscriber, true)
-		t.Reply = o.uri("spec.reply", s.Reply, false)
-		t.delivery = o.delivery("spec.delivery", s.Delivery)
-		l.triggers = append(l.triggers, t)
 	}
+	p.spec(obj, spec)
 }
 
-func (l *loader) addBroker(key string, b *brokerEntry, fail func(string, ...any)) {
-	if b.Name == "" {
-		return
+// knativeGroup reports whether group is one of Knative Eventing's.
+func knativeGroup(group string) bool {
+	switch group {
+	case groupEventing, groupMessaging, groupFlows, groupSources:
+		return true
 	}
-	if other, ok := l.entries[key]; ok {
-		fail("same namespace and name as %s (%s): both would be addressed at /%s", other.Kind, other.where, key)
-		return
-	}
-	l.entries[key] = b
+	return false
 }
 
-// resolve attaches triggers to their brokers, resolves delivery and sorts.
-func (l *loader) resolve(cfg *Config) {
-	for _, t := range l.triggers {
-		if t.broker == "" {
-			continue
-		}
-		fail := func(format string, args ...any) {
-			l.errs = append(l.errs, fmt.Errorf("%s: %s", t.where, fmt.Sprintf(format, args...)))
-		}
-		b, ok := l.entries[t.broker]
-		switch {
-		case t.Kind == kindTrigger && !ok:
-			fail("spec.broker: no Broker %s in the configuration", t.broker)
-			continue
-		case t.Kind == kindTrigger && b.Kind != kindBroker:
-			fail("spec.broker: %s is a %s, not a Broker; use a Subscription", t.broker, b.Kind)
-			continue
-		case t.Kind == kindSubscription && !ok:
-			fail("spec.channel: no %s %s in the configuration", t.ref.Kind, t.broker)
-			continue
-		case t.Kind == kindSubscription:
-			ref := t.ref
-			k, known := kinds[ref.Kind]
-			switch {
-			case !known || ref.Kind == kindBroker || ref.Kind == kindTrigger || ref.Kind == kindSubscription:
-				fail("spec.channel.kind: %q is not a channel kind (Channel, InMemoryChannel, KafkaChannel)", ref.Kind)
-				continue
-			case ref.APIVersion != k.apiVersion:
-				fail("spec.channel.apiVersion: %q is not supported for %s; use %s", ref.APIVersion, ref.Kind, k.apiVersion)
-				continue
-			case b.Kind == kindBroker:
-				fail("spec.channel: %s is a Broker, not a channel; use a Trigger", t.broker)
-				continue
-			case ref.Kind != b.Kind && !(b.Kind == kindChannel && b.templateKind == ref.Kind):
-				fail("spec.channel: %s is a %s, not a %s", t.broker, b.Kind, ref.Kind)
-				continue
-			}
-		}
-		t.Delivery = t.delivery.over(b.delivery).resolve()
-		b.Triggers = append(b.Triggers, t.Trigger)
-	}
-	for _, b := range l.entries {
-		sort.Slice(b.Triggers, func(i, j int) bool { return b.Triggers[i].Key() < b.Triggers[j].Key() })
-		cfg.Brokers = append(cfg.Brokers, b.Broker)
-	}
-	sort.Slice(cfg.Brokers, func(i, j int) bool { return cfg.Brokers[i].Key() < cfg.Brokers[j].Key() })
-}
-
-// objectCtx validates the parts of one object, reporting through fail.
-type objectCtx struct {
-	l    *loader
-	fail func(format string, args ...any)
-}
-
-// backend sets the backend a kind implies, rejecting a conflicting annotation.
-func (o *objectCtx) backend(b *brokerEntry, backend string) {
-	if b.Channel != "" && b.Channel != backend {
-		o.fail("metadata.annotations.%s: %q conflicts with the %s backend of this channel", annotationChannel, b.Channel, backend)
-	}
-	b.Channel = backend
-}
-
-// topic checks a KafkaChannel's topic settings.
-func (o *objectCtx) topic(b *brokerEntry) {
-	if b.Partitions < 0 {
-		o.fail("spec.numPartitions: must not be negative")
-	}
-	if b.ReplicationFactor < 0 {
-		o.fail("spec.replicationFactor: must not be negative")
-	}
-}
-
-// templateSpec checks a channelTemplate's spec against t and decodes it into v.
-func (o *objectCtx) templateSpec(raw json.RawMessage, t reflect.Type, v any) {
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return
-	}
-	var generic any
-	_ = json.Unmarshal(raw, &generic)
-	checkFields("spec.channelTemplate.spec", generic, t, func(path, reason string) { o.fail("%s: %s", path, reason) })
-	if v != nil {
-		if err := json.Unmarshal(raw, v); err != nil {
-			o.fail("%s", typeError("spec.channelTemplate.spec", err))
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
 		}
 	}
-}
-
-// uri validates a destination: a uri that is an absolute http or https URL (required
-// or not), and no ref.
-func (o *objectCtx) uri(path string, d *destination, required bool) string {
-	if d != nil && len(d.Ref) > 0 && !bytes.Equal(d.Ref, []byte("null")) {
-		o.fail("%s.ref: not supported outside Kubernetes; use %s.uri", path, path)
-		return ""
-	}
-	if d == nil || d.URI == "" {
-		if required {
-			o.fail("%s.uri: required", path)
-		}
-		return ""
-	}
-	u, err := url.Parse(d.URI)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		o.fail("%s.uri: %q is not an absolute http or https URL", path, d.URI)
-		return ""
-	}
-	return d.URI
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
+	return false
 }
 
 // typeError rewrites encoding/json's type errors with the field path.
 func typeError(prefix string, err error) string {
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	if ok := asTypeError(err, &te); ok {
 		p := te.Field
 		if prefix != "" {
 			p = join(prefix, p)
 		}
-		return fmt.Sprintf("%s: got a JSON %s, want %s", p, te.Value, te.Type)
+		return fmt.Sprintf("%s: got a JSON %s, want %s", p, te.Value, friendlyType(te.Type.String()))
 	}
 	if prefix != "" {
 		return prefix + ": " + err.Error()
@@ -458,7 +334,22 @@ func typeError(prefix string, err error) string {
 	return err.Error()
 }
 
-// dnsLabel checks a Kubernetes name (RFC 1123 label) and says what is wrong, or "".
+// friendlyType names a Go type the way a YAML author thinks of it.
+func friendlyType(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "config."), strings.HasPrefix(t, "*config."), strings.HasPrefix(t, "filter."):
+		return "an object"
+	case t == "string":
+		return "a string"
+	case t == "int", t == "*int":
+		return "an integer"
+	}
+	return t
+}
+
+// dnsLabel checks a Kubernetes namespace (RFC 1123 label) and says what is wrong, or "".
 func dnsLabel(s string) string {
 	if len(s) > 63 {
 		return "is longer than 63 characters"
@@ -473,11 +364,20 @@ func dnsLabel(s string) string {
 	return ""
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// dnsSubdomain checks an object name: a DNS label (Knative's objects become Services
+// and topics named after them), or for a ConfigMap an RFC 1123 subdomain ('.' allowed,
+// up to 253 characters).
+func dnsSubdomain(s string, dots bool) string {
+	if !dots {
+		return dnsLabel(s)
 	}
-	sort.Strings(keys)
-	return keys
+	if len(s) > 253 {
+		return "is longer than 253 characters"
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || dnsLabel(part) != "" {
+			return "is not a DNS subdomain: lower-case letters, digits, '-' and '.'"
+		}
+	}
+	return ""
 }

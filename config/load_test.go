@@ -179,23 +179,22 @@ spec:
   subscriber:
     ref: {apiVersion: serving.knative.dev/v1, kind: Service, name: my-service}
   delivery: {retry: three, backoffPolicy: fast}
-`, []string{"x.yaml: Trigger demo/perf: spec.subscriber.ref: not supported outside Kubernetes; use spec.subscriber.uri",
-			"x.yaml: Trigger demo/perf: spec.delivery.retry: got a JSON string, want int",
+`, []string{"x.yaml: Trigger demo/perf: spec.delivery.retry: got a JSON string, want an integer",
 			`x.yaml: Trigger demo/perf: spec.delivery.backoffPolicy: "fast" is not linear or exponential`}},
 		{"unknown spec field", broker + `apiVersion: eventing.knative.dev/v1
 kind: Trigger
 metadata: {name: perf, namespace: demo}
 spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {type: a}, cesql: "x"}}
 `, []string{"x.yaml: Trigger demo/perf: spec.filter.cesql: unknown field"}},
-		{"unknown kind", "apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\n",
-			[]string{`x.yaml: document 1: kind "PingSource" (apiVersion "sources.knative.dev/v1") is not supported`}},
-		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v1beta1\nkind: Broker\nmetadata: {name: b}\n",
-			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v1beta1" is not supported for Broker; use eventing.knative.dev/v1`}},
+		{"ping source without sink", "apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\n",
+			[]string{`x.yaml: PingSource default/p: spec.sink: required: a ref or a uri`}},
+		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v1alpha1\nkind: Broker\nmetadata: {name: b}\n",
+			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v1alpha1" is not supported for Broker; use eventing.knative.dev/v1`}},
 		{"missing kind", "metadata: {name: b}\n", []string{"x.yaml: document 1: kind: required"}},
 		{"unknown top-level field", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspecs: {}\n",
 			[]string{"x.yaml: Broker default/b: specs: unknown field"}},
 		{"broker config", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspec: {config: {apiVersion: v1, kind: ConfigMap, name: c}}\n",
-			[]string{"x.yaml: Broker default/b: spec.config: not supported"}},
+			[]string{"x.yaml: Broker default/b: spec.config: ConfigMap default/c is not in the configuration"}},
 		{"kinesis stream without kinesis", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {sluice.dev/kinesis-stream: orders}}\n",
 			[]string{`x.yaml: Broker default/b: metadata.annotations.sluice.dev/kinesis-stream: only a broker annotated sluice.dev/channel: kinesis has a Kinesis stream`}},
 		{"bad channel annotation", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {sluice.dev/channel: redis}}\n",
@@ -205,11 +204,11 @@ spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {ty
 		{"bad names", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: My_Broker, namespace: -x}\n",
 			[]string{`x.yaml: Broker -x/My_Broker: metadata.name: "My_Broker" is not a DNS label`, `metadata.namespace: "-x" is not a DNS label`}},
 		{"unknown broker", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: other, subscriber: {uri: \"http://a/\"}}\n",
-			[]string{"x.yaml: Trigger demo/t: spec.broker: no Broker demo/other in the configuration"}},
+			[]string{"x.yaml: Trigger demo/t: spec.broker: no Broker demo/other is ready in the configuration"}},
 		{"trigger in other namespace", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
 			[]string{"x.yaml: Trigger default/t: spec.broker: no Broker default/default"}},
 		{"missing broker and subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\n",
-			[]string{"Trigger demo/t: spec.broker: required", "Trigger demo/t: spec.subscriber.uri: required"}},
+			[]string{"Trigger demo/t: spec.broker: required", "Trigger demo/t: spec.subscriber: required: a ref or a uri"}},
 		{"relative subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: default, subscriber: {uri: /path}}\n",
 			[]string{`Trigger demo/t: spec.subscriber.uri: "/path" is not an absolute http or https URL`}},
 		{"filters errors", broker + `apiVersion: eventing.knative.dev/v1
@@ -239,24 +238,25 @@ spec:
     backoffDelay: 200ms
     timeout: PT0S
     retryAfterMax: P1M
-    deadLetterSink: {ref: {kind: Service, name: dls}}
+    deadLetterSink: {ref: {kind: Service, name: dls}, CACerts: x}
 `, []string{"Broker default/b: spec.delivery.retry: -1 is negative",
 			`spec.delivery.backoffPolicy: "fibonacci" is not linear or exponential`,
 			`spec.delivery.backoffDelay: "200ms" is not an ISO-8601 duration`,
 			"spec.delivery.timeout: must be longer than zero",
 			"spec.delivery.retryAfterMax: \"P1M\" is not an ISO-8601 duration such as PT0.2S or PT1M: years and months",
-			"spec.delivery.deadLetterSink.ref: not supported outside Kubernetes; use spec.delivery.deadLetterSink.uri"}},
+			"spec.delivery.deadLetterSink.ref.apiVersion: required",
+			"spec.delivery.deadLetterSink.CACerts: supported by Knative, not by Sluice"}},
 		{"wrong type", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspec: {delivery: {retry: three}}\n",
-			[]string{"Broker default/b: spec.delivery.retry: got a JSON string, want int"}},
+			[]string{"Broker default/b: spec.delivery.retry: got a JSON string, want an integer"}},
 		{"broker and channel clash", broker + "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: default, namespace: demo}\n",
-			[]string{"x.yaml: InMemoryChannel demo/default: same namespace and name as Broker (x.yaml: Broker demo/default): both would be addressed at /demo/default"}},
+			[]string{"x.yaml: InMemoryChannel demo/default: same namespace and name as Broker demo/default (x.yaml): both would be addressed at /demo/default"}},
 		{"defined twice", broker + broker, []string{"x.yaml: Broker demo/default: defined twice (first in x.yaml document 1)"}},
 		{"channel template", "apiVersion: messaging.knative.dev/v1\nkind: Channel\nmetadata: {name: c}\nspec: {channelTemplate: {apiVersion: messaging.knative.dev/v1alpha1, kind: NatssChannel}}\n",
 			[]string{`Channel default/c: spec.channelTemplate: messaging.knative.dev/v1alpha1 "NatssChannel" is not supported`}},
 		{"channel template spec field", "apiVersion: messaging.knative.dev/v1\nkind: Channel\nmetadata: {name: c}\nspec: {channelTemplate: {apiVersion: messaging.knative.dev/v1beta1, kind: KafkaChannel, spec: {retentionDuration: PT1H}}}\n",
-			[]string{"Channel default/c: spec.channelTemplate.spec.retentionDuration: unknown field"}},
-		{"kafka channel unknown field", "apiVersion: messaging.knative.dev/v1beta1\nkind: KafkaChannel\nmetadata: {name: k}\nspec: {numPartitions: -1, subscribers: []}\n",
-			[]string{"KafkaChannel default/k: spec.subscribers: unknown field"}},
+			[]string{`Channel default/c: spec.channelTemplate.spec.retentionDuration: "PT1H": supported by Knative, not by Sluice`}},
+		{"kafka channel unknown field", "apiVersion: messaging.knative.dev/v1beta1\nkind: KafkaChannel\nmetadata: {name: k}\nspec: {numPartitions: -1, subscribers: [{subscriberUri: \"http://a/\"}]}\n",
+			[]string{"KafkaChannel default/k: spec.subscribers[0]: supported by Knative, not by Sluice: write a Subscription"}},
 		{"kafka channel negative partitions", "apiVersion: messaging.knative.dev/v1beta1\nkind: KafkaChannel\nmetadata: {name: k}\nspec: {numPartitions: -1}\n",
 			[]string{"KafkaChannel default/k: spec.numPartitions: must not be negative"}},
 		{"channel annotation conflict", "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: c, annotations: {sluice.dev/channel: kafka}}\n",
@@ -274,6 +274,13 @@ metadata: {name: s2}
 spec:
   channel: {apiVersion: messaging.knative.dev/v1beta1, kind: KafkaChannel, name: c}
   subscriber: {uri: "http://a/"}
+---
+apiVersion: messaging.knative.dev/v1
+kind: Subscription
+metadata: {name: s4}
+spec:
+  channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: c}
+  subscriber: {uri: "http://a/"}
   reply: {uri: "ftp://x/"}
 ---
 apiVersion: messaging.knative.dev/v1
@@ -281,16 +288,22 @@ kind: Subscription
 metadata: {name: s3}
 spec:
   subscriber: {ref: {kind: Service, name: x}}
-`, []string{"x.yaml: Subscription default/s1: spec.channel: no InMemoryChannel default/nope in the configuration",
+`, []string{"x.yaml: Subscription default/s1: spec.channel: no InMemoryChannel default/nope is ready in the configuration",
 			"x.yaml: Subscription default/s2: spec.channel: default/c is a InMemoryChannel, not a KafkaChannel",
-			`x.yaml: Subscription default/s2: spec.reply.uri: "ftp://x/" is not an absolute http or https URL`,
+			`x.yaml: Subscription default/s4: spec.reply.uri: "ftp://x/" is not an absolute http or https URL`,
 			"x.yaml: Subscription default/s3: spec.channel.name: required",
-			"x.yaml: Subscription default/s3: spec.subscriber.ref: not supported outside Kubernetes; use spec.subscriber.uri"}},
+			"x.yaml: Subscription default/s3: spec.subscriber.ref.apiVersion: required"}},
 		{"trigger on channel", "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: c}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t}\nspec: {broker: c, subscriber: {uri: \"http://a/\"}}\n",
 			[]string{"Trigger default/t: spec.broker: default/c is a InMemoryChannel, not a Broker; use a Subscription"}},
 		{"invalid yaml", "apiVersion: [\n", []string{"x.yaml: document 1: invalid YAML"}},
 		{"not an object", "- a\n- b\n", []string{"x.yaml: document 1: not a Kubernetes object"}},
-		{"document index", broker + "---\nkind: Foo\n", []string{"x.yaml: document 3: kind \"Foo\""}},
+		{"document index", broker + "---\nkind: Foo\n", []string{"x.yaml: Foo (document 2): apiVersion: required"}},
+		{"duplicate key", broker + "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\napiVersion: eventing.knative.dev/v1\nkind: Trigger\n",
+			[]string{`x.yaml: Trigger default/b: invalid YAML`, `a key given twice; if two objects run together, separate them with a line "---"`}},
+		{"filters object", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}, filters: {exact: {type: a}}}\n",
+			[]string{"Trigger demo/t: spec.filters: must be a list"}},
+		{"unsupported class", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}\n",
+			[]string{`Broker default/b: metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs`}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {

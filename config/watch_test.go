@@ -92,9 +92,27 @@ func TestWatch(t *testing.T) {
 	expectNothing()
 	write(broker("2"))
 	expectApply(2)
-	write(broker("-1"))
-	expectError("spec.delivery.retry: -1 is negative")
-	expectNothing() // a broken state is reported once
+	// An invalid edit of one object keeps its last good version running, reported not
+	// ready with the reason; the other objects apply as they are.
+	write(broker("-1") + "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t2}\nspec: {broker: b, subscriber: {uri: \"http://127.0.0.1:9/2\"}}\n")
+	select {
+	case c := <-applied:
+		if len(c.Brokers) != 1 || len(c.Brokers[0].Triggers) != 2 || c.Brokers[0].Triggers[0].Delivery.Retry != 2 {
+			t.Fatalf("config after an invalid edit of the broker: %+v", c.Brokers)
+		}
+		b := c.Objects[0]
+		if b.Ready || !strings.Contains(b.Reason, "spec.delivery.retry: -1 is negative") || !strings.Contains(b.Reason, "the last good version runs") {
+			t.Fatalf("broker status %+v", b)
+		}
+		if !c.Objects[2].Ready || c.Objects[2].Name != "t2" {
+			t.Fatalf("new trigger status %+v", c.Objects[2])
+		}
+	case err := <-failed:
+		t.Fatalf("onError(%v), want apply", err)
+	case <-time.After(time.Second):
+		t.Fatal("apply not called within a second")
+	}
+	expectNothing() // a state is reported once
 	write(broker("3"))
 	expectApply(3)
 	// A second file in the directory is a change too.

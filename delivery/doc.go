@@ -5,7 +5,7 @@
 // # Attempts
 //
 // Each attempt is a binary-mode HTTP POST: every attribute and extension as a ce- header
-// (event.WriteHeaders), the body the event's data unchanged, plus "Prefer: reply". The
+// (event.WriteHeadersAs, with the target's HeaderEncoding), the body the event's data unchanged, plus "Prefer: reply". The
 // knativebrokerttl extension is stripped. Each attempt is bounded by Policy.Timeout.
 //
 // # Retries

@@ -3,6 +3,8 @@ package delivery
 import (
 	"fmt"
 	"net/url"
+
+	"github.com/sluice-broker/sluice/event"
 )
 
 // DefaultMaxInFlight is the concurrency toward a subscriber when Target.MaxInFlight is
@@ -26,6 +28,10 @@ type Target struct {
 	// order, retries included (annotation kafka.eventing.knative.dev/delivery.order:
 	// ordered). Events without the extension share one key, "".
 	Ordered bool
+	// HeaderEncoding is how ce- header values are written: event.HeaderMinimal (the
+	// zero value) or event.HeaderPercent (strict percent-encoding, for subscribers that
+	// decode).
+	HeaderEncoding event.HeaderEncoding
 	// MaxInFlight bounds the attempts in progress toward the subscriber at once; zero
 	// means DefaultMaxInFlight. With adaptation on, the effective limit moves between 1
 	// and MaxInFlight.

@@ -210,8 +210,10 @@ func parseBinary(h http.Header, body []byte) (*Event, error) {
 	return e, nil
 }
 
-// decodeHeaderValue percent-decodes a ce- header value as the HTTP binding requires and
-// checks the result is valid UTF-8 (Validate checks that).
+// decodeHeaderValue percent-decodes a ce- header value as the HTTP binding asks: each
+// "%XX" (two hex digits) is the byte XX. A '%' not followed by two hex digits is kept as
+// it is, so a value a sender wrote without encoding ("100%", as cloudevents/sdk-go
+// sends it) arrives unchanged. Validate checks the result is valid UTF-8.
 func decodeHeaderValue(v string) (string, error) {
 	if strings.IndexByte(v, '%') < 0 {
 		return v, nil
@@ -219,15 +221,12 @@ func decodeHeaderValue(v string) (string, error) {
 	b := make([]byte, 0, len(v))
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if c != '%' {
-			b = append(b, c)
+		if c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]) {
+			b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
+			i += 2
 			continue
 		}
-		if i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2]) {
-			return "", fmt.Errorf("bad percent-encoding at byte %d", i)
-		}
-		b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
-		i += 2
+		b = append(b, c)
 	}
 	return string(b), nil
 }
@@ -246,26 +245,91 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// needsEncoding reports whether a header value byte must be percent-encoded: anything
-// outside printable ASCII, space, double quote and percent.
-func needsEncoding(c byte) bool { return c <= ' ' || c >= 0x7f || c == '"' || c == '%' }
+// HeaderEncoding is how Sluice writes ce- header values in binary mode.
+type HeaderEncoding int
 
-// EncodeHeaderValue percent-encodes v for a ce- header.
-func EncodeHeaderValue(v string) string {
+// The header encodings.
+const (
+	// HeaderMinimal percent-encodes only what cannot travel in an HTTP header value as it
+	// is: control characters (0x00–0x1F, 0x7F), a space or tab at either end (HTTP
+	// parsers trim them), and a '%' followed by two hex digits (which a decoding receiver
+	// would read as an escape). Everything else, spaces, quotes and non-ASCII UTF-8
+	// included, is sent as the sender wrote it, so a receiver that does not percent-decode
+	// (cloudevents/sdk-go, the JavaScript SDK, the Python SDK's v1 API) sees the value
+	// byte for byte, and one that decodes (Sluice) sees it too.
+	HeaderMinimal HeaderEncoding = iota
+	// HeaderPercent percent-encodes as the CloudEvents HTTP binding's letter says: every
+	// byte outside printable ASCII, space, '"' and '%'. For receivers that decode.
+	HeaderPercent
+)
+
+// needsStrict reports whether c must be percent-encoded under HeaderPercent.
+func needsStrict(c byte) bool { return c <= ' ' || c >= 0x7f || c == '"' || c == '%' }
+
+// needsMinimal reports whether byte i of v must be percent-encoded under HeaderMinimal.
+// Callers test the common case (a printable byte other than '%') first, inline.
+func needsMinimal(v string, i int) bool {
+	switch c := v[i]; {
+	case c < ' ' || c == 0x7f:
+		return true
+	case c == ' ':
+		return i == 0 || i == len(v)-1
+	case c == '%':
+		return i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2])
+	}
+	return false
+}
+
+// needsEncoding reports whether byte i of v must be percent-encoded under enc.
+func needsEncoding(v string, i int, enc HeaderEncoding) bool {
+	if enc == HeaderPercent {
+		return needsStrict(v[i])
+	}
+	if c := v[i]; c > ' ' && c != '%' && c != 0x7f {
+		return false
+	}
+	return needsMinimal(v, i)
+}
+
+// EncodeHeaderValue encodes v for a ce- header with HeaderMinimal.
+func EncodeHeaderValue(v string) string { return encodeHeaderValue(v, HeaderMinimal) }
+
+// EncodeHeaderValueAs encodes v for a ce- header with enc.
+func EncodeHeaderValueAs(v string, enc HeaderEncoding) string { return encodeHeaderValue(v, enc) }
+
+func encodeHeaderValue(v string, enc HeaderEncoding) string {
+	// The common case: nothing to encode, found in one pass of cheap comparisons.
+	first := -1
+	if enc == HeaderPercent {
+		for i := 0; i < len(v); i++ {
+			if needsStrict(v[i]) {
+				first = i
+				break
+			}
+		}
+	} else {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; (c <= ' ' || c == '%' || c == 0x7f) && needsMinimal(v, i) {
+				first = i
+				break
+			}
+		}
+	}
+	if first < 0 {
+		return v
+	}
 	n := 0
-	for i := 0; i < len(v); i++ {
-		if needsEncoding(v[i]) {
+	for i := first; i < len(v); i++ {
+		if needsEncoding(v, i, enc) {
 			n++
 		}
 	}
-	if n == 0 {
-		return v
-	}
 	const hexdigits = "0123456789ABCDEF"
 	b := make([]byte, 0, len(v)+2*n)
-	for i := 0; i < len(v); i++ {
+	b = append(b, v[:first]...)
+	for i := first; i < len(v); i++ {
 		c := v[i]
-		if needsEncoding(c) {
+		if needsEncoding(v, i, enc) {
 			b = append(b, '%', hexdigits[c>>4], hexdigits[c&15])
 		} else {
 			b = append(b, c)
@@ -286,11 +350,14 @@ const (
 	hdrDataSchema  = "Ce-Dataschema"
 )
 
-// WriteHeaders sets the binary-mode headers of e on h: one ce- header per attribute and
-// extension (percent-encoded) and Content-Type from datacontenttype. The body is e.Data.
-// The header values share one backing array, so writing costs one allocation (plus one
-// per value that needs percent-encoding).
-func WriteHeaders(h http.Header, e *Event) {
+// WriteHeaders sets the binary-mode headers of e on h with HeaderMinimal encoding.
+func WriteHeaders(h http.Header, e *Event) { WriteHeadersAs(h, e, HeaderMinimal) }
+
+// WriteHeadersAs sets the binary-mode headers of e on h: one ce- header per attribute
+// and extension (encoded with enc) and Content-Type from datacontenttype. The body is
+// e.Data. The header values share one backing array, so writing costs one allocation
+// (plus one per value that needs percent-encoding).
+func WriteHeadersAs(h http.Header, e *Event, encoding HeaderEncoding) {
 	vals := make([]string, 0, 8+len(e.Extensions))
 	set := func(k, v string) {
 		if v != "" {
@@ -300,7 +367,7 @@ func WriteHeaders(h http.Header, e *Event) {
 	}
 	enc := func(k, v string) {
 		if v != "" {
-			set(k, EncodeHeaderValue(v))
+			set(k, encodeHeaderValue(v, encoding))
 		}
 	}
 	for _, a := range e.contextAttrs() {

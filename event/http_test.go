@@ -72,7 +72,18 @@ func TestReadRequestBinary(t *testing.T) {
 		{name: "bad time", headers: validHeaders(map[string]string{"ce-time": "yesterday"}), wantStatus: 400, wantErr: "time:"},
 		{name: "bad extension name", headers: validHeaders(map[string]string{"ce-my_ext": "x"}), wantStatus: 400, wantErr: "my_ext: extension names"},
 		{name: "dashed extension name", headers: validHeaders(map[string]string{"ce-my-ext": "x"}), wantStatus: 400, wantErr: "my-ext"},
-		{name: "bad percent encoding", headers: validHeaders(map[string]string{"ce-subject": "100%"}), wantStatus: 400, wantErr: "percent"},
+		{name: "percent not an escape stays", headers: validHeaders(map[string]string{"ce-subject": "100% %zz %4"}),
+			check: func(t *testing.T, e *Event) {
+				if e.Subject != "100% %zz %4" {
+					t.Errorf("subject = %q", e.Subject)
+				}
+			}},
+		{name: "raw UTF-8 as sdk-go sends it", headers: validHeaders(map[string]string{"ce-subject": "Grüße aus Köln"}),
+			check: func(t *testing.T, e *Event) {
+				if e.Subject != "Grüße aus Köln" {
+					t.Errorf("subject = %q", e.Subject)
+				}
+			}},
 		{name: "invalid utf-8 after decoding", headers: validHeaders(map[string]string{"ce-subject": "%FF%FE"}), wantStatus: 400, wantErr: "UTF-8"},
 		{name: "relative dataschema", headers: validHeaders(map[string]string{"ce-dataschema": "schema.json"}), wantStatus: 400, wantErr: "dataschema"},
 		{name: "datacontenttype header", headers: validHeaders(map[string]string{"ce-datacontenttype": "text/plain"}), wantStatus: 400, wantErr: "Content-Type"},
@@ -187,22 +198,47 @@ func TestBatch(t *testing.T) {
 }
 
 func TestWriteHeadersRoundTrip(t *testing.T) {
-	in := &Event{SpecVersion: "1.0", ID: "é 1", Source: "/s", Type: "t", Subject: `100% "sure"`, Time: "2026-11-22T00:00:00Z",
-		DataContentType: "text/plain", Extensions: []Extension{{"partitionkey", "k"}, {"tricky", "a\tb\u00ff"}}, Data: []byte("hello")}
-	h := http.Header{}
-	WriteHeaders(h, in)
-	for k, vs := range h {
-		for _, c := range []byte(vs[0]) {
-			if c <= ' ' || c >= 0x7f || c == '"' {
-				t.Fatalf("header %s = %q holds an unencoded byte", k, vs[0])
+	in := &Event{SpecVersion: "1.0", ID: "é 1", Source: "/s", Type: "t", Subject: ` 100% "sure" %41 `, Time: "2026-11-22T00:00:00Z",
+		DataContentType: "text/plain", Extensions: []Extension{{"partitionkey", "k"}, {"tricky", "a\tb\u00ff\r\n"}}, Data: []byte("hello")}
+	for _, enc := range []HeaderEncoding{HeaderMinimal, HeaderPercent} {
+		h := http.Header{}
+		WriteHeadersAs(h, in, enc)
+		for k, vs := range h {
+			for _, c := range []byte(vs[0]) {
+				if c < ' ' || c == 0x7f || (enc == HeaderPercent && (c == ' ' || c >= 0x7f || c == '"')) {
+					t.Fatalf("encoding %d: header %s = %q holds an unencoded byte", enc, k, vs[0])
+				}
 			}
 		}
+		evs, err := Parse(h, in.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSameEvent(t, in, evs[0])
 	}
-	evs, err := Parse(h, in.Data)
-	if err != nil {
-		t.Fatal(err)
+}
+
+func TestEncodeHeaderValue(t *testing.T) {
+	tests := []struct{ in, minimal, percent string }{
+		{"plain", "plain", "plain"},
+		{"Grüße aus Köln", "Grüße aus Köln", "Gr%C3%BC%C3%9Fe%20aus%20K%C3%B6ln"},
+		{`say "hi"`, `say "hi"`, "say%20%22hi%22"},
+		{"100%", "100%", "100%25"},
+		{"%41", "%2541", "%2541"},
+		{" edge ", "%20edge%20", "%20edge%20"},
+		{"a\r\nb\tc\x7f", "a%0D%0Ab%09c%7F", "a%0D%0Ab%09c%7F"},
 	}
-	assertSameEvent(t, in, evs[0])
+	for _, tt := range tests {
+		if got := EncodeHeaderValue(tt.in); got != tt.minimal {
+			t.Errorf("EncodeHeaderValue(%q) = %q, want %q", tt.in, got, tt.minimal)
+		}
+		if got := EncodeHeaderValueAs(tt.in, HeaderPercent); got != tt.percent {
+			t.Errorf("EncodeHeaderValueAs(%q, HeaderPercent) = %q, want %q", tt.in, got, tt.percent)
+		}
+		if got, _ := decodeHeaderValue(tt.minimal); got != tt.in {
+			t.Errorf("decode(minimal %q) = %q, want %q", tt.minimal, got, tt.in)
+		}
+	}
 }
 
 func TestCodecRoundTrip(t *testing.T) {

@@ -102,6 +102,10 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 		topicSem:  make(chan struct{}, 1),
 		consumers: make(map[string]*consumer),
 	}
+	if cfg.topic != "" {
+		c.topic = cfg.topic
+		c.topicReady.Store(true) // an external topic is never created
+	}
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(deliveryTimeout),

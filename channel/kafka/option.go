@@ -44,6 +44,7 @@ const (
 type config struct {
 	brokers        []string
 	prefix         string
+	topic          string // an existing topic, used as it is
 	partitions     int32
 	replication    int16
 	commitInterval time.Duration
@@ -102,6 +103,12 @@ func WithSeedBrokers(addrs ...string) Option {
 // default DefaultTopicPrefix. The topic is "<prefix>.<broker key>" (characters Kafka does
 // not allow in topic names replaced by '_'); a subscription's group is "<topic>/<name>".
 func WithTopicPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithTopic makes the channel use an existing topic, named as it is, instead of the one
+// WithTopicPrefix names: the channel never creates it (Knative's Kafka broker
+// annotation kafka.eventing.knative.dev/external.topic). Consumer groups are still
+// "<topic>/<subscription>".
+func WithTopic(name string) Option { return func(c *config) { c.topic = name } }
 
 // WithPartitions sets the partition count of the topic when this package creates it,
 // default DefaultPartitions. An existing topic is used as it is. Partitions bound how

@@ -30,6 +30,7 @@ func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
 
 func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
+	k.log, k.reg = e.log, e.reg // also for brokers that name their own cluster
 	if k.brokers == "" {
 		return false, nil
 	}
@@ -38,13 +39,16 @@ func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
 			k.seeds = append(k.seeds, s)
 		}
 	}
-	k.log, k.reg = e.log, e.reg
 	return len(k.seeds) > 0, nil
 }
 
 func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
+	seeds := k.seeds
+	if len(b.KafkaBootstrapServers) > 0 { // the cluster a Kafka broker's ConfigMap names
+		seeds = b.KafkaBootstrapServers
+	}
 	opts := []kafka.Option{
-		kafka.WithSeedBrokers(k.seeds...),
+		kafka.WithSeedBrokers(seeds...),
 		kafka.WithLogger(k.log.With("channel", "kafka", "broker", b.Key())),
 	}
 	if k.reg != nil {
@@ -56,7 +60,14 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 	if b.ReplicationFactor > 0 {
 		opts = append(opts, kafka.WithReplicationFactor(int16(b.ReplicationFactor)))
 	}
+	if b.KafkaTopic != "" { // kafka.eventing.knative.dev/external.topic
+		opts = append(opts, kafka.WithTopic(b.KafkaTopic))
+	}
 	return kafka.New(ctx, b.Key(), opts...)
 }
 
 func (k *kafkaBackend) close(context.Context) error { return nil }
+
+// standalone reports that a broker naming its own Kafka cluster (bootstrap.servers in
+// its ConfigMap) can be opened without --kafka-brokers.
+func (k *kafkaBackend) standalone(b config.Broker) bool { return len(b.KafkaBootstrapServers) > 0 }

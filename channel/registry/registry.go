@@ -235,10 +235,17 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 		return nil, errors.New("registry: Open before Start")
 	case closed:
 		return nil, fmt.Errorf("registry: closed: %w", channel.ErrClosed)
-	case !configured:
+	case !configured && !standalone(e.b, b):
 		return nil, fmt.Errorf("the %s channel needs %s", name, e.b.needs())
 	}
 	return e.b.open(ctx, b)
+}
+
+// standalone reports whether backend be can open b's channel without its flags: b
+// names everything it needs itself (a Kafka broker's bootstrap.servers).
+func standalone(be backend, b config.Broker) bool {
+	s, ok := be.(interface{ standalone(config.Broker) bool })
+	return ok && s.standalone(b)
 }
 
 // Close releases the backends in the reverse order of their start: the embedded NATS

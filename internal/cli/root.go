@@ -53,6 +53,8 @@ or any other CloudEvents endpoint.`,
 	root.SetErr(stderr)
 	root.AddCommand(
 		newServeCmd(),
+		newValidateCmd(),
+		newStatusCmd(),
 		newGenCmd(),
 		newLoadCmd(),
 		newReceiveCmd(),

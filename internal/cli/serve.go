@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/internal/bytesize"
+	"github.com/sluice-broker/sluice/source/ping"
 )
 
 // serveFlags are the flags of `sluice serve`.
@@ -42,6 +43,7 @@ type serveFlags struct {
 	logFormat       string
 	pprof           bool
 	channels        *registry.Registry // --channel and every backend's flags
+	knative         knativeFlags       // --refs, --ref-url-template
 }
 
 func newServeCmd() *cobra.Command {
@@ -57,8 +59,12 @@ func newServeCmd() *cobra.Command {
 to every trigger whose filter matches.
 
 With no --config it serves one broker, default/default, on the memory channel with no
-triggers. The config file (or directory of *.yaml files) holds Knative Broker, Trigger,
-Channel and Subscription manifests; it is watched and reloaded without dropping events.`,
+triggers. The config file (or directory of *.yaml files) holds Knative manifests: Broker,
+Trigger, Channel, InMemoryChannel, KafkaChannel, Subscription, Sequence, Parallel,
+PingSource and the ConfigMaps they name. Each object stands alone: one that is not ready
+is logged and the rest run ('sluice status' lists them). Refs resolve to the objects of
+the configuration, the --refs file, or --ref-url-template. The config and the refs file
+are watched and reloaded without dropping events.`,
 		Example: `  sluice serve --config examples/demo.yaml
   curl -i http://127.0.0.1:8080/default/default -H 'ce-specversion: 1.0' -H 'ce-id: 1' \
        -H 'ce-source: /cli' -H 'ce-type: io.triggermesh.perf.drill' -d '{"hello":"world"}'`,
@@ -79,6 +85,7 @@ Channel and Subscription manifests; it is watched and reloaded without dropping 
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.Flags(fl)
+	f.knative.register(fl)
 	return cmd
 }
 
@@ -102,11 +109,22 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Listen first: refs to the configuration's own brokers and channels resolve to
+	// this address.
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", f.addr, err)
+	}
+	defer ln.Close() // on every early return; hs.Serve closes it too
+	clog := newConfigLog(log)
 	cfg := config.Default()
+	var cfgOpts []config.Option
 	if f.config != "" {
-		if cfg, err = config.Load(f.config); err != nil {
+		cfgOpts = f.knative.options(ingressBase(ln.Addr().String()))
+		if cfg, err = config.Read([]string{f.config}, cfgOpts...); err != nil {
 			return err
 		}
+		clog.report(cfg) // objects stand alone: a bad one is logged, the rest run
 	}
 	// Let the GC work harder before the heap outgrows what the queues may hold, unless
 	// the user set GOMEMLIMIT: the queued bytes, half as much again for their garbage,
@@ -152,8 +170,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	if err := srv.Apply(ctx, cfg); err != nil {
+		log.Error("not every broker started; the others run (sluice status lists them)", "err", err)
+	}
+	pings, err := ping.New(ping.WithLogger(log))
+	if err != nil {
 		srv.Shutdown(ctx)
-		return fmt.Errorf("starting brokers: %w", err)
+		return err
+	}
+	defer pings.Close(context.Background()) // also before Shutdown, below
+	if err := pings.Apply(cfg.PingSources); err != nil {
+		log.Error("not every PingSource started", "err", err)
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
@@ -163,11 +189,6 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		srv.Shutdown(ctx)
-		return fmt.Errorf("listening on %s: %w", f.addr, err)
 	}
 	printIngestURLs(cmd, ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
@@ -184,6 +205,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			config.Watch(watchCtx, f.config, f.reloadInterval, func(c *config.Config) {
 				initial := first
 				first = false
+				clog.report(c)
+				if err := pings.Apply(c.PingSources); err != nil {
+					log.Error("not every PingSource started", "err", err)
+				}
 				switch err := srv.Apply(watchCtx, c); {
 				case errors.Is(err, broker.ErrShutdown): // too late: shutting down
 				case err != nil:
@@ -193,7 +218,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 				}
 			}, func(err error) {
 				log.Error("config change rejected; keeping the running config", "err", err)
-			})
+			}, append(cfgOpts, config.WithPrevious(cfg))...)
 		})
 	}
 
@@ -209,6 +234,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	log.Info("shutting down: refusing new events, delivering queued ones", "timeout", f.shutdownTimeout)
 	stopWatch() // Shutdown refuses a reload anyway; this ends the watcher's goroutine
+	pcctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	pings.Close(pcctx) // no more events from PingSources into brokers that are draining
+	pcancel()
 	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
 	left := srv.Shutdown(dctx)

@@ -48,8 +48,9 @@ func newSender(target *url.URL, t *cevent.Template, timeout time.Duration, std *
 	var head bytes.Buffer
 	fmt.Fprintf(&head, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-load\r\nContent-Type: %s\r\n", path, host, t.ContentType())
 	if t.Mode == cevent.Binary {
-		// Percent-encoded as the HTTP binding requires: a --type or --source with spaces,
-		// non-ASCII characters or CR/LF must not corrupt the request.
+		// Encoded as Sluice encodes for subscribers (event.EncodeHeaderValue): a --type or
+		// --source with CR/LF must not corrupt the request; spaces and non-ASCII travel as
+		// written, as cloudevents/sdk-go senders write them.
 		fmt.Fprintf(&head, "Ce-Specversion: 1.0\r\nCe-Type: %s\r\nCe-Source: %s\r\nCe-%s: %s\r\n",
 			event.EncodeHeaderValue(t.Type), event.EncodeHeaderValue(t.Source), cevent.ExtRun, t.Run)
 	}

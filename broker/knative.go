@@ -1,0 +1,160 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// headerEncoding is the ce- header encoding toward the subscribers of the broker bc
+// (the sluice.dev/header-encoding annotation).
+func headerEncoding(bc config.Broker) event.HeaderEncoding {
+	if bc.HeaderEncoding == config.HeaderEncodingPercent {
+		return event.HeaderPercent
+	}
+	return event.HeaderMinimal
+}
+
+// ExtArrivalTime is the extension Knative's broker ingress sets on every event it
+// accepts: when it arrived, RFC 3339 in UTC. Sluice's is to the millisecond.
+const ExtArrivalTime = "knativearrivaltime"
+
+// arrivalClock formats arrival times. Events arriving within the same millisecond share
+// one formatted string, so stamping costs a clock read and an atomic load on the hot
+// path, and a format (one small allocation) once per millisecond at most.
+type arrivalClock struct {
+	last atomic.Pointer[arrivalStamp]
+}
+
+type arrivalStamp struct {
+	ms int64
+	s  string
+}
+
+// now returns the current time as a knativearrivaltime value.
+func (c *arrivalClock) now() string {
+	t := time.Now()
+	ms := t.UnixMilli()
+	if p := c.last.Load(); p != nil && p.ms == ms {
+		return p.s
+	}
+	s := t.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")
+	c.last.Store(&arrivalStamp{ms: ms, s: s})
+	return s
+}
+
+// applied is the configuration Apply last made running, with the brokers and channels
+// whose channel could not be opened or whose triggers could not start.
+type applied struct {
+	cfg    *config.Config
+	failed map[string]error // by broker key "ns/name"
+}
+
+// Status returns every object of the running configuration with its status, as `sluice
+// validate` shows a file: the load's verdict (config.Config.Objects), with what failed
+// at run time on top — a Broker or channel whose channel did not open, and the
+// Triggers, Subscriptions, Sequences and Parallels that depend on it, are not ready.
+// It is nil before the first Apply.
+func (s *Server) Status() []config.ObjectStatus {
+	a := s.applied.Load()
+	if a == nil {
+		return nil
+	}
+	out := append([]config.ObjectStatus(nil), a.cfg.Objects...)
+	if len(a.failed) == 0 {
+		return out
+	}
+	// Which broker each subscription and flow runs on.
+	on := map[string][]string{} // "Kind ns/name" → broker keys
+	for _, b := range a.cfg.Brokers {
+		if b.Owner != "" {
+			on[b.Owner] = append(on[b.Owner], b.Key())
+			continue
+		}
+		on[b.Kind+" "+b.Key()] = append(on[b.Kind+" "+b.Key()], b.Key())
+		for _, t := range b.Triggers {
+			on[t.Kind+" "+t.Key()] = append(on[t.Kind+" "+t.Key()], b.Key())
+		}
+	}
+	for i, o := range out {
+		if !o.Ready {
+			continue
+		}
+		for _, bk := range on[o.Key()] {
+			if err, bad := a.failed[bk]; bad {
+				out[i].Ready = false
+				if bk == o.Namespace+"/"+o.Name {
+					out[i].Reason = "not running: " + err.Error()
+				} else {
+					out[i].Reason = "its channel " + bk + " is not running: " + err.Error()
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// serveStatus answers GET /status: {"ready": bool, "objects": [...]} (Status).
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, r.Method+" is not allowed; GET the status", http.StatusMethodNotAllowed)
+		return
+	}
+	objs := s.Status()
+	ready := objs != nil
+	for _, o := range objs {
+		if !o.Ready && !o.Skipped {
+			ready = false
+		}
+	}
+	if objs == nil {
+		objs = []config.ObjectStatus{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(StatusReport{Ready: ready, Objects: objs})
+}
+
+// StatusReport is the body of GET /status.
+type StatusReport struct {
+	// Ready is true when every object Sluice runs is ready.
+	Ready bool `json:"ready"`
+	// Objects are the objects of the running configuration, in file order.
+	Objects []config.ObjectStatus `json:"objects"`
+}
+
+// keepChannelSettings keeps the settings a running broker's channel was opened with
+// (its Kafka cluster, topic, partitions and replication, its Kinesis stream) in bc, and
+// says which a reload tried to change: they take effect on a restart, like a change of
+// backend.
+func keepChannelSettings(bc *config.Broker, running config.Broker) error {
+	var changed []string
+	if !slices.Equal(bc.KafkaBootstrapServers, running.KafkaBootstrapServers) {
+		changed = append(changed, "bootstrap.servers")
+		bc.KafkaBootstrapServers = running.KafkaBootstrapServers
+	}
+	if bc.KafkaTopic != running.KafkaTopic {
+		changed = append(changed, "external.topic")
+		bc.KafkaTopic = running.KafkaTopic
+	}
+	if bc.Partitions != running.Partitions || bc.ReplicationFactor != running.ReplicationFactor {
+		changed = append(changed, "partitions/replication")
+		bc.Partitions, bc.ReplicationFactor = running.Partitions, running.ReplicationFactor
+	}
+	if bc.KinesisStream != running.KinesisStream {
+		changed = append(changed, "kinesis stream")
+		bc.KinesisStream = running.KinesisStream
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("changing the channel's %s needs a restart; keeping the running ones", strings.Join(changed, ", "))
+}

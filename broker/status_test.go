@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluice-broker/sluice/config"
+)
+
+// TestStatus: GET /status reports the load's status of every object, with a broker
+// whose channel could not be opened (and its trigger) not ready on top.
+func TestStatus(t *testing.T) {
+	s := newTestServer(t, nil)
+	h := s.Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"ready":false`) {
+		t.Errorf("before Apply: %d %s", rec.Code, rec.Body)
+	}
+	cfg := loadConfig(t, plainBroker()+triggerDoc("t", "x", "http://127.0.0.1:9/")+
+		"---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: js, namespace: ns, annotations: {sluice.dev/channel: jetstream}}\n"+
+		"---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: on-js, namespace: ns}\nspec: {broker: js, subscriber: {uri: \"http://127.0.0.1:9/\"}}\n")
+	if err := s.Apply(context.Background(), cfg); err == nil {
+		t.Fatal("Apply of a broker on an unconfigured backend: no error")
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	var rep StatusReport
+	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range rep.Objects {
+		if o.Ready {
+			got[o.Key()] = "ready"
+		} else {
+			got[o.Key()] = o.Reason
+		}
+	}
+	if rep.Ready || got["Broker ns/b"] != "ready" || got["Trigger ns/t"] != "ready" ||
+		!strings.Contains(got["Broker ns/js"], "not running: channel backend \"jetstream\" is not configured") ||
+		!strings.Contains(got["Trigger ns/on-js"], "its channel ns/js is not running") {
+		t.Errorf("status %v (ready %v)", got, rep.Ready)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/status", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /status: %d", rec.Code)
+	}
+}
+
+func TestKeepChannelSettings(t *testing.T) {
+	running := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"a:9092"}, KafkaTopic: "t", Partitions: 3}
+	same := running
+	if err := keepChannelSettings(&same, running); err != nil {
+		t.Errorf("no change: %v", err)
+	}
+	next := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"b:9092"}, KafkaTopic: "t", Partitions: 6}
+	err := keepChannelSettings(&next, running)
+	if err == nil || !strings.Contains(err.Error(), "bootstrap.servers, partitions/replication") ||
+		next.KafkaBootstrapServers[0] != "a:9092" || next.Partitions != 3 {
+		t.Errorf("err %v, kept %+v", err, next)
+	}
+}

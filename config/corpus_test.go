@@ -1,0 +1,103 @@
+package config
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The corpus of real Knative manifests (test/testdata/knative; each file names its
+// source) read here for what `sluice validate` does not print: the Kafka settings a
+// ConfigMap carries and the channels and subscriptions a Sequence becomes.
+func corpus(p string) string { return filepath.Join("..", "test", "testdata", "knative", p) }
+
+func readCorpus(t *testing.T, paths ...string) *Config {
+	t.Helper()
+	var full []string
+	for _, p := range paths {
+		full = append(full, corpus(p))
+	}
+	cfg, err := Read(full, WithIngressURL("http://sluice:8080"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func brokerByKey(t *testing.T, cfg *Config, key string) Broker {
+	t.Helper()
+	for _, b := range cfg.Brokers {
+		if b.Key() == key {
+			return b
+		}
+	}
+	t.Fatalf("no broker %s in %+v (objects %+v)", key, cfg.Brokers, cfg.Objects)
+	return Broker{}
+}
+
+func TestCorpusKafkaBroker(t *testing.T) {
+	tests := []struct {
+		paths            []string
+		key              string
+		class            string
+		servers          []string
+		partitions, repl int
+	}{
+		// Knative's stock kafka-broker-config, not in the configuration: --kafka-brokers and
+		// the kafka channel's defaults.
+		{[]string{"kafka-broker"}, "default/default", "Kafka", nil, 0, 0},
+		// The ConfigMap given: its bootstrap servers and topic settings.
+		{[]string{"kafka-broker", "kafka-broker-configmap"}, "default/default", "Kafka", []string{"my-cluster-kafka-bootstrap.kafka:9092"}, 10, 3},
+		{[]string{"kafka-broker", "eventing-kafka-broker/100-kafka-broker-configmap.yaml"}, "default/default", "Kafka", []string{"my-cluster-kafka-bootstrap.kafka:9092"}, 10, 3},
+		// An MTChannelBasedBroker whose ConfigMap's template is a KafkaChannel.
+		{[]string{"kafka-channel-broker"}, "default/kafka-backed-broker", "MTChannelBasedBroker", nil, 3, 1},
+		// config-br-defaults makes a Broker without a class a Kafka broker.
+		{[]string{"kafka-default-class", "meteatamel/broker.yaml"}, "default/default", "Kafka", nil, 0, 0},
+	}
+	for _, tt := range tests {
+		cfg := readCorpus(t, tt.paths...)
+		b := brokerByKey(t, cfg, tt.key)
+		if b.Channel != ChannelKafka || b.Class != tt.class || !slices.Equal(b.KafkaBootstrapServers, tt.servers) ||
+			b.Partitions != tt.partitions || b.ReplicationFactor != tt.repl {
+			t.Errorf("%v: %+v", tt.paths, b)
+		}
+	}
+}
+
+func TestCorpusSequenceLowered(t *testing.T) {
+	cfg := readCorpus(t, "bookstore")
+	s0 := brokerByKey(t, cfg, "default/sequence-kn-sequence-0")
+	s1 := brokerByKey(t, cfg, "default/sequence-kn-sequence-1")
+	if s0.Owner != "Sequence default/sequence" || s0.Channel != ChannelMemory || len(s0.Triggers) != 1 || len(s1.Triggers) != 1 {
+		t.Fatalf("channels %+v %+v", s0, s1)
+	}
+	if tr := s0.Triggers[0]; tr.Subscriber != "http://bad-word-filter.default.svc.cluster.local" || tr.Reply != "http://sluice:8080/default/sequence-kn-sequence-1" {
+		t.Errorf("step 0: %+v", tr)
+	}
+	if tr := s1.Triggers[0]; tr.Subscriber != "http://sentiment-analysis-app.default.svc.cluster.local" || tr.Reply != "http://sluice:8080/default/bookstore-broker" {
+		t.Errorf("step 1: %+v", tr)
+	}
+	b := brokerByKey(t, cfg, "default/bookstore-broker")
+	for _, tr := range b.Triggers {
+		if tr.Name == "sequence-trigger" && tr.Subscriber != "http://sluice:8080/default/sequence-kn-sequence-0" {
+			t.Errorf("trigger to the sequence: %+v", tr)
+		}
+	}
+}
+
+func TestCorpusParallelLowered(t *testing.T) {
+	cfg := readCorpus(t, "parallel-multiple-branches")
+	in := brokerByKey(t, cfg, "default/odd-even-parallel-kn-parallel")
+	if len(in.Triggers) != 2 {
+		t.Fatalf("ingress channel %+v", in)
+	}
+	f := in.Triggers[0]
+	if f.Name != "odd-even-parallel-kn-parallel-filter-0" || f.Subscriber != "http://even-filter.default.svc.cluster.local" ||
+		f.Reply != "http://sluice:8080/default/odd-even-parallel-kn-parallel-0" {
+		t.Errorf("filter subscription %+v", f)
+	}
+	br := brokerByKey(t, cfg, "default/odd-even-parallel-kn-parallel-1")
+	if s := br.Triggers[0]; s.Subscriber != "http://odd-transformer.default.svc.cluster.local" || s.Reply != "http://event-display.default.svc.cluster.local" {
+		t.Errorf("branch subscription %+v", s)
+	}
+}

@@ -1,0 +1,364 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// readYAML reads yaml as one file x.yaml of its own directory, with opts.
+func readYAML(t *testing.T, yaml string, opts ...Option) *Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Read([]string{p}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func status(t *testing.T, cfg *Config, key string) ObjectStatus {
+	t.Helper()
+	for _, o := range cfg.Objects {
+		if o.Key() == key {
+			return o
+		}
+	}
+	t.Fatalf("no object %s in %+v", key, cfg.Objects)
+	return ObjectStatus{}
+}
+
+func refURL(o ObjectStatus, field string) (string, string) {
+	for _, r := range o.Refs {
+		if r.Field == field {
+			return r.URL, r.Via
+		}
+	}
+	return "", ""
+}
+
+const kBroker = "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: shop}\n"
+
+func kTrigger(name, subscriber string) string {
+	return "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: " + name + ", namespace: shop}\n" +
+		"spec:\n  broker: b\n  subscriber:\n" + subscriber
+}
+
+func TestRefResolution(t *testing.T) {
+	refs := filepath.Join(t.TempDir(), "refs.yaml")
+	if err := os.WriteFile(refs, []byte(`- {apiVersion: serving.knative.dev/v1, kind: Service, namespace: shop, name: listed, url: "http://10.1.2.3:8080/base/"}
+- {kind: Service, namespace: other, name: anyversion, url: "http://10.9.9.9/"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := readYAML(t, kBroker+
+		kTrigger("in-config", "    ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}\n")+
+		kTrigger("listed", "    ref: {apiVersion: serving.knative.dev/v1, kind: Service, name: listed}\n    uri: /hook?x=1\n")+
+		kTrigger("any-version", "    ref: {apiVersion: v1, kind: Service, name: anyversion, namespace: other}\n")+
+		kTrigger("template", "    ref: {apiVersion: v1, kind: Service, name: svc}\n    uri: /insert\n")+
+		kTrigger("other-ns", "    ref: {apiVersion: v1, kind: Service, name: svc, namespace: backend}\n")+
+		kTrigger("plain", "    uri: http://127.0.0.1:9/x\n")+
+		kTrigger("not-in-config", "    ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: elsewhere}\n"),
+		WithIngressURL("http://sluice.local:9090"), WithRefsFile(refs),
+		WithRefURLTemplate("http://{{.Name}}.{{.Namespace}}.{{.Resource}}.example"))
+	tests := []struct{ trigger, url, via string }{
+		{"in-config", "http://sluice.local:9090/shop/b", ViaConfig},
+		{"listed", "http://10.1.2.3:8080/hook?x=1", ViaRefsFile},
+		{"any-version", "http://10.9.9.9/", ViaRefsFile},
+		{"template", "http://svc.shop.service.example/insert", ViaTemplate},
+		{"other-ns", "http://svc.backend.service.example", ViaTemplate},
+		{"plain", "http://127.0.0.1:9/x", ViaURI},
+		{"not-in-config", "http://elsewhere.shop.broker.example", ViaTemplate},
+	}
+	for _, tt := range tests {
+		o := status(t, cfg, "Trigger shop/"+tt.trigger)
+		if !o.Ready {
+			t.Errorf("%s: not ready: %s", tt.trigger, o.Reason)
+		}
+		if u, via := refURL(o, "spec.subscriber"); u != tt.url || via != tt.via {
+			t.Errorf("%s: %s via %s, want %s via %s", tt.trigger, u, via, tt.url, tt.via)
+		}
+	}
+	for _, tr := range cfg.Brokers[0].Triggers {
+		if tr.Name == "listed" && tr.Subscriber != "http://10.1.2.3:8080/hook?x=1" {
+			t.Errorf("the trigger delivers to %q", tr.Subscriber)
+		}
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	for _, tt := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithIngressURL("localhost:8080"), "WithIngressURL"},
+		{WithRefURLTemplate("http://{{.Nope}}"), "WithRefURLTemplate"},
+		{WithRefURLTemplate("{{.Name}}"), "not an http or https URL"},
+	} {
+		if _, err := Read([]string{"testdata/demo.yaml"}, tt.opt); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err = %v, want %q", err, tt.want)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "refs.yaml")
+	os.WriteFile(bad, []byte("- {kind: Service, name: x, url: \"/rel\"}\n- {kind: Service, url: \"http://a/\"}\n"), 0o644)
+	_, err := Read([]string{"testdata/demo.yaml"}, WithRefsFile(bad))
+	if err == nil || !strings.Contains(err.Error(), `entry 1 (Service default/x): url "/rel"`) || !strings.Contains(err.Error(), "entry 2: kind and name are required") {
+		t.Errorf("refs file errors: %v", err)
+	}
+}
+
+func TestObjectsStandAlone(t *testing.T) {
+	cfg := readYAML(t, `apiVersion: v1
+kind: List
+items:
+- apiVersion: eventing.knative.dev/v1beta1
+  kind: Broker
+  metadata: {name: b, namespace: shop, uid: 1234, managedFields: [{manager: kubectl}]}
+  status: {address: {url: "http://broker-ingress.knative-eventing.svc.cluster.local/shop/b"}}
+- apiVersion: eventing.knative.dev/v1
+  kind: Trigger
+  metadata: {name: ok, namespace: shop}
+  spec: {broker: b, subscriber: {uri: "http://a/"}}
+- apiVersion: eventing.knative.dev/v1
+  kind: Trigger
+  metadata: {name: nobroker, namespace: shop}
+  spec: {broker: gone, subscriber: {uri: "http://a/"}}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: d, namespace: shop}
+- apiVersion: sources.knative.dev/v1
+  kind: ApiServerSource
+  metadata: {name: s, namespace: shop}
+- apiVersion: eventing.knative.dev/v1
+  kind: Trigger
+  metadata: {name: fields, namespace: shop}
+  spec: {broker: b, brokerRef: {name: b}, subscriber: {uri: "http://a/", audience: x}, delivery: {format: json}}
+`)
+	want := map[string]string{
+		"Broker shop/b":          "",
+		"Trigger shop/ok":        "",
+		"Trigger shop/nobroker":  "spec.broker: no Broker shop/gone is ready",
+		"Deployment shop/d":      "skipped",
+		"ApiServerSource shop/s": "skipped",
+		"Trigger shop/fields":    "spec.brokerRef: supported by Knative, not by Sluice",
+	}
+	for key, w := range want {
+		o := status(t, cfg, key)
+		switch {
+		case w == "skipped":
+			if !o.Skipped || o.Ready {
+				t.Errorf("%s: %+v, want skipped", key, o)
+			}
+		case w == "":
+			if !o.Ready {
+				t.Errorf("%s: not ready: %s", key, o.Reason)
+			}
+		default:
+			if o.Ready || !strings.Contains(o.Reason, w) {
+				t.Errorf("%s: reason %q, want %q", key, o.Reason, w)
+			}
+		}
+	}
+	f := status(t, cfg, "Trigger shop/fields")
+	for _, w := range []string{"spec.subscriber.audience: supported by Knative, not by Sluice", `spec.delivery.format: "json": supported by Knative, not by Sluice`} {
+		if !strings.Contains(f.Reason, w) {
+			t.Errorf("reason %q lacks %q", f.Reason, w)
+		}
+	}
+	if len(cfg.Brokers) != 1 || len(cfg.Brokers[0].Triggers) != 1 || cfg.Ready() || cfg.Err() == nil {
+		t.Errorf("brokers %+v, ready %v", cfg.Brokers, cfg.Ready())
+	}
+}
+
+func TestPingSourceSpec(t *testing.T) {
+	ping := func(name, spec string) string {
+		return "---\napiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: " + name + ", namespace: shop}\nspec:\n" + spec
+	}
+	cfg := readYAML(t, kBroker+
+		ping("ok", "  schedule: \"*/2 * * * *\"\n  timezone: Europe/Berlin\n  dataBase64: ZGF0YQ==\n  contentType: text/plain\n  ceOverrides: {extensions: {region: eu}}\n  sink: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}}\n")+
+		ping("tz-twice", "  schedule: \"CRON_TZ=UTC * * * * *\"\n  timezone: Europe/Berlin\n  sink: {uri: \"http://a/\"}\n")+
+		ping("bad", "  schedule: every minute\n  timezone: Mars/Olympus\n  data: x\n  dataBase64: eA==\n  ceOverrides: {extensions: {Bad_Name: x}}\n  sink: {uri: \"http://a/\"}\n"),
+		WithIngressURL("http://s:1"))
+	if len(cfg.PingSources) != 1 {
+		t.Fatalf("ping sources %+v", cfg.PingSources)
+	}
+	p := cfg.PingSources[0]
+	if p.Schedule != "CRON_TZ=Europe/Berlin */2 * * * *" || string(p.Data) != "data" || p.ContentType != "text/plain" ||
+		p.Sink != "http://s:1/shop/b" || p.Extensions["region"] != "eu" || p.EventSource() != "/apis/v1/namespaces/shop/pingsources/ok" {
+		t.Errorf("ping source %+v", p)
+	}
+	if o := status(t, cfg, "PingSource shop/tz-twice"); !strings.Contains(o.Reason, "not both") {
+		t.Errorf("tz-twice: %q", o.Reason)
+	}
+	o := status(t, cfg, "PingSource shop/bad")
+	for _, w := range []string{"spec.timezone: \"Mars/Olympus\"", "spec.schedule: \"every minute\" is not a cron schedule",
+		"spec.data, spec.dataBase64: give one or the other", "spec.ceOverrides.extensions.Bad_Name"} {
+		if !strings.Contains(o.Reason, w) {
+			t.Errorf("bad: reason %q lacks %q", o.Reason, w)
+		}
+	}
+}
+
+func TestBrokerClasses(t *testing.T) {
+	cm := func(ns, name, data string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns + "}\ndata:\n" + data
+	}
+	br := func(name, ann, spec string) string {
+		return "---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: " + name + ", namespace: shop, annotations: {" + ann + "}}\n" + spec
+	}
+	cfg := readYAML(t, cm("knative-eventing", "config-br-defaults", "  default-br-config: |\n    clusterDefault: {brokerClass: MTChannelBasedBroker, apiVersion: v1, kind: ConfigMap, name: config-br-default-channel, namespace: knative-eventing}\n    namespaceDefaults:\n      shop: {brokerClass: Kafka, apiVersion: v1, kind: ConfigMap, name: kafka, namespace: shop}\n")+
+		cm("shop", "kafka", "  bootstrap.servers: \"k1:9092, k2:9092\"\n  default.topic.partitions: \"4\"\n")+
+		cm("shop", "imc", "  channel-template-spec: |\n    apiVersion: messaging.knative.dev/v1\n    kind: InMemoryChannel\n")+
+		cm("shop", "secret", "  bootstrap.servers: k:9092\n  auth.secret.ref.name: s\n")+
+		cm("knative-eventing", "default-ch-webhook", "  default-ch-config: |\n    clusterDefault: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel}\n    namespaceDefaults:\n      shop: {apiVersion: messaging.knative.dev/v1beta1, kind: KafkaChannel, spec: {numPartitions: 2}}\n")+
+		br("defaulted", "", "")+
+		br("mt", "eventing.knative.dev/broker.class: MTChannelBasedBroker", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: imc}}\n")+
+		br("sluice", "sluice.dev/channel: jetstream", "")+
+		br("conflict", "eventing.knative.dev/broker.class: Kafka, sluice.dev/channel: memory", "")+
+		br("rabbit", "eventing.knative.dev/broker.class: RabbitMQBroker", "")+
+		br("secret", "eventing.knative.dev/broker.class: Kafka", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: secret}}\n")+
+		br("topic", "eventing.knative.dev/broker.class: MTChannelBasedBroker, kafka.eventing.knative.dev/external.topic: t", "")+
+		br("missing", "eventing.knative.dev/broker.class: Kafka", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: nope}}\n")+
+		"---\napiVersion: messaging.knative.dev/v1\nkind: Channel\nmetadata: {name: ch, namespace: shop}\n")
+	b := func(key string) Broker {
+		for _, x := range cfg.Brokers {
+			if x.Key() == key {
+				return x
+			}
+		}
+		t.Fatalf("no broker %s; objects %+v", key, cfg.Objects)
+		return Broker{}
+	}
+	if d := b("shop/defaulted"); d.Class != classKafka || d.Channel != ChannelKafka || len(d.KafkaBootstrapServers) != 2 || d.KafkaBootstrapServers[1] != "k2:9092" || d.Partitions != 4 {
+		t.Errorf("defaulted: %+v", d)
+	}
+	if m := b("shop/mt"); m.Channel != ChannelMemory {
+		t.Errorf("mt: %+v", m)
+	}
+	if s := b("shop/sluice"); s.Channel != ChannelJetStream {
+		t.Errorf("sluice: %+v", s)
+	}
+	if c := b("shop/ch"); c.Channel != ChannelKafka || c.Partitions != 2 {
+		t.Errorf("channel defaulted by default-ch-webhook: %+v", c)
+	}
+	for key, w := range map[string]string{
+		"Broker shop/conflict": `metadata.annotations.sluice.dev/channel: "memory" conflicts with the kafka backend`,
+		"Broker shop/rabbit":   `broker.class: "RabbitMQBroker" is not a broker class Sluice runs`,
+		"Broker shop/secret":   "data.auth.secret.ref.name: supported by Knative, not by Sluice",
+		"Broker shop/topic":    "external.topic: only for a broker of class Kafka",
+		"Broker shop/missing":  "spec.config: ConfigMap shop/nope is not in the configuration",
+	} {
+		if o := status(t, cfg, key); o.Ready || !strings.Contains(o.Reason, w) {
+			t.Errorf("%s: %q, want %q", key, o.Reason, w)
+		}
+	}
+}
+
+func TestFlowsAndForwarding(t *testing.T) {
+	cfg := readYAML(t, `apiVersion: flows.knative.dev/v1
+kind: Sequence
+metadata: {name: s, namespace: shop}
+spec:
+  steps: [{uri: "http://a/"}, {uri: "http://b/", delivery: {retry: 7}}]
+---
+apiVersion: messaging.knative.dev/v1
+kind: InMemoryChannel
+metadata: {name: s-kn-sequence-1, namespace: shop}
+---
+apiVersion: flows.knative.dev/v1
+kind: Parallel
+metadata: {name: p, namespace: shop}
+spec:
+  branches: [{subscriber: {uri: "http://a/"}, reply: {uri: "http://r/"}}]
+---
+apiVersion: messaging.knative.dev/v1
+kind: InMemoryChannel
+metadata: {name: c, namespace: shop}
+---
+apiVersion: messaging.knative.dev/v1
+kind: Subscription
+metadata: {name: forward, namespace: shop}
+spec:
+  channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: c}
+  reply: {ref: {apiVersion: flows.knative.dev/v1, kind: Parallel, name: p}}
+`, WithIngressURL("http://s:1"))
+	if o := status(t, cfg, "Sequence shop/s"); o.Ready || !strings.Contains(o.Reason, "its channel s-kn-sequence-1 has the same namespace and name as InMemoryChannel shop/s-kn-sequence-1") {
+		t.Errorf("sequence clashing with a channel: %+v", o)
+	}
+	var fwd Trigger
+	var branch Broker
+	for _, b := range cfg.Brokers {
+		if b.Key() == "shop/c" {
+			fwd = b.Triggers[0]
+		}
+		if b.Key() == "shop/p-kn-parallel-0" {
+			branch = b
+		}
+	}
+	if fwd.Subscriber != "http://s:1/shop/p-kn-parallel" || fwd.Reply != "" {
+		t.Errorf("a subscription with only a reply forwards to it: %+v", fwd)
+	}
+	if len(branch.Triggers) != 1 || branch.Triggers[0].Reply != "http://r/" || branch.Owner != "Parallel shop/p" {
+		t.Errorf("branch reply: %+v", branch)
+	}
+}
+
+func TestChildName(t *testing.T) {
+	if got := childName("short", "-kn-sequence-0"); got != "short-kn-sequence-0" {
+		t.Errorf("%q", got)
+	}
+	long := strings.Repeat("a", 60)
+	got := childName(long, "-kn-parallel-filter-1")
+	if len(got) > 63 || dnsLabel(got) != "" || got == childName(long, "-kn-parallel-filter-2") {
+		t.Errorf("childName(long) = %q", got)
+	}
+}
+
+// TestLastGoodVersions: an invalid edit keeps the object's last good version, even
+// when the file no longer parses at all; a ref to an object that is not ready is an
+// error, not a fallback to the template.
+func TestLastGoodVersions(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := kBroker + kTrigger("t", "    uri: http://a/\n")
+	write(good)
+	first, err := Read([]string{p})
+	if err != nil || !first.Ready() {
+		t.Fatalf("%v %+v", err, first.Objects)
+	}
+	write(kBroker + kTrigger("t", "    uri: /relative\n"))
+	second, _ := Read([]string{p}, WithPrevious(first))
+	tr := status(t, second, "Trigger shop/t")
+	if tr.Ready || !strings.Contains(tr.Reason, "the last good version runs") || len(second.Brokers[0].Triggers) != 1 ||
+		second.Brokers[0].Triggers[0].Subscriber != "http://a/" {
+		t.Errorf("invalid edit: %+v %+v", tr, second.Brokers)
+	}
+	write("apiVersion: eventing.knative.dev/v1\nkind: [Broker\n")
+	third, _ := Read([]string{p}, WithPrevious(second))
+	if len(third.Brokers) != 1 || len(third.Brokers[0].Triggers) != 1 {
+		t.Fatalf("a file that does not parse dropped its objects: %+v", third.Brokers)
+	}
+	if b := status(t, third, "Broker shop/b"); !strings.Contains(b.Reason, "its file is invalid (document 1: invalid YAML") {
+		t.Errorf("broker status %+v", b)
+	}
+	write(good)
+	fourth, _ := Read([]string{p}, WithPrevious(third))
+	if !fourth.Ready() {
+		t.Errorf("fixed file: %+v", fourth.Objects)
+	}
+
+	notReady := readYAML(t, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {eventing.knative.dev/broker.class: Nope}}\n"+
+		"---\napiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\nspec: {sink: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}}}\n")
+	if o := status(t, notReady, "PingSource default/p"); o.Ready || !strings.Contains(o.Reason, "spec.sink.ref: Broker default/b is not ready") {
+		t.Errorf("ref to a broker that is not ready: %+v", o)
+	}
+}

@@ -1,0 +1,483 @@
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/sluice-broker/sluice/filter"
+)
+
+// parsed is one object after its own validation (the first phase of a load): what it
+// says, with its destinations not yet resolved. The second phase (resolve) joins the
+// objects.
+type parsed struct {
+	status      ObjectStatus
+	annotations map[string]string
+	reasons     []string
+	duplicate   bool // a second definition of a key: never used
+	previous    bool // the last good version, standing in for an invalid edit
+
+	cm      map[string]string // a ConfigMap's data
+	broker  *brokerObj
+	channel *channelObj
+	trigger *triggerObj
+	sub     *subObj
+	seq     *seqObj
+	par     *parObj
+	ping    *pingObj
+}
+
+// key is "Kind namespace/name".
+func (p *parsed) key() string { return p.status.Key() }
+
+func (p *parsed) fail(format string, args ...any) {
+	p.reasons = append(p.reasons, fmt.Sprintf(format, args...))
+}
+
+func (p *parsed) failed() bool { return len(p.reasons) > 0 }
+
+// skip marks a kind Sluice does not run.
+func (p *parsed) skip(obj object) {
+	p.status.Skipped = true
+	group, _ := splitAPIVersion(obj.APIVersion)
+	switch {
+	case knativeGroup(group):
+		p.status.Reason = fmt.Sprintf("Sluice does not run Knative's %s (%s); it is skipped", obj.Kind, obj.APIVersion)
+	default:
+		p.status.Reason = fmt.Sprintf("a %s (%s) is not an eventing object; Sluice skips it", obj.Kind, obj.APIVersion)
+	}
+}
+
+// dest is a Destination as written, checked but not resolved.
+type dest struct {
+	path string // the field, e.g. "spec.subscriber"
+	uri  string
+	ref  *kref
+}
+
+type brokerObj struct {
+	backend, stream, headerEnc string
+	class                      string // the class annotation, "" when absent
+	config                     *kref  // spec.config
+	externalTopic              string
+	delivery                   partialDelivery
+}
+
+type channelObj struct {
+	backend, stream, headerEnc string
+	template                   *tmpl // a Channel's spec.channelTemplate
+	parts, rf                  int   // a KafkaChannel's topic
+	delivery                   partialDelivery
+}
+
+type triggerObj struct {
+	broker     string
+	attributes map[string]string
+	filters    []filter.Spec
+	filter     filter.Filter
+	subscriber *dest
+	delivery   partialDelivery
+	ordered    bool
+}
+
+type subObj struct {
+	channel           *kref
+	subscriber, reply *dest
+	delivery          partialDelivery
+}
+
+type seqStep struct {
+	to       *dest
+	delivery partialDelivery
+}
+
+type seqObj struct {
+	steps    []seqStep
+	template *tmpl
+	reply    *dest
+}
+
+type parBranch struct {
+	filter, subscriber, reply *dest
+	delivery                  partialDelivery
+}
+
+type parObj struct {
+	branches []parBranch
+	template *tmpl
+	reply    *dest
+}
+
+type pingObj struct {
+	schedule, contentType string
+	data                  []byte
+	extensions            map[string]string
+	sink                  *dest
+}
+
+// tmpl is a channel template: the backend it means and its topic settings.
+type tmpl struct {
+	kind      string
+	backend   string
+	parts, rf int
+}
+
+func newSpec(t reflect.Type) any { return reflect.New(t).Interface() }
+
+func asTypeError(err error, te **json.UnmarshalTypeError) bool { return errors.As(err, te) }
+
+// configMap keeps a ConfigMap's data.
+func (p *parsed) configMap(obj object) {
+	p.cm = map[string]string{}
+	if len(obj.Data) > 0 && !bytes.Equal(obj.Data, []byte("null")) {
+		if err := json.Unmarshal(obj.Data, &p.cm); err != nil {
+			p.fail("data: must map keys to strings")
+		}
+	}
+}
+
+// spec validates the spec of a kind Sluice runs.
+func (p *parsed) spec(obj object, spec any) {
+	ann := obj.Metadata.Annotations
+	backend := ann[annotationChannel]
+	switch backend {
+	case ChannelDefault, ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis:
+	default:
+		p.fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka, kinesis", annotationChannel, backend)
+	}
+	stream := ann[annotationStream]
+	if stream != "" && backend != ChannelKinesis {
+		p.fail("metadata.annotations.%s: only a broker annotated %s: %s has a Kinesis stream", annotationStream, annotationChannel, ChannelKinesis)
+	}
+	enc := ann[annotationHeaderEncoding]
+	switch enc {
+	case "", "minimal":
+		enc = HeaderEncodingMinimal
+	case HeaderEncodingPercent:
+	default:
+		p.fail("metadata.annotations.%s: %q is not minimal or percent", annotationHeaderEncoding, enc)
+	}
+	addressable := false
+	switch s := spec.(type) {
+	case *brokerSpec:
+		addressable = true
+		b := &brokerObj{backend: backend, stream: stream, headerEnc: enc, class: ann[annotationClass],
+			config: s.Config, externalTopic: ann[annotationExternalTopic]}
+		if s.Config != nil {
+			if s.Config.Kind != kindConfigMap || (s.Config.APIVersion != "" && s.Config.APIVersion != "v1") {
+				p.fail("spec.config: %s %q is not supported; Sluice reads a v1 ConfigMap", s.Config.APIVersion, s.Config.Kind)
+			}
+			if s.Config.Name == "" {
+				p.fail("spec.config.name: required")
+			}
+		}
+		b.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.broker = b
+	case *channelSpec:
+		addressable = true
+		c := &channelObj{backend: backend, stream: stream, headerEnc: enc}
+		if s.ChannelTemplate != nil {
+			c.template = p.template("spec.channelTemplate", s.ChannelTemplate)
+		}
+		p.subscribers(s.Subscribers)
+		c.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.channel = c
+	case *inMemoryChannelSpec:
+		addressable = true
+		p.subscribers(s.Subscribers)
+		p.channel = &channelObj{backend: p.impliedBackend(backend, ChannelMemory), stream: stream, headerEnc: enc,
+			delivery: p.delivery("spec.delivery", s.Delivery)}
+	case *kafkaChannelSpec:
+		addressable = true
+		p.subscribers(s.Subscribers)
+		c := &channelObj{backend: p.impliedBackend(backend, ChannelKafka), stream: stream, headerEnc: enc,
+			parts: s.NumPartitions, rf: s.ReplicationFactor}
+		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
+		c.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.channel = c
+	case *triggerSpec:
+		t := &triggerObj{broker: s.Broker}
+		if s.Broker == "" {
+			p.fail("spec.broker: required")
+		}
+		if s.Filter != nil {
+			t.attributes = s.Filter.Attributes
+		}
+		t.filters = s.Filters
+		f, err := filter.Compile(t.attributes, t.filters)
+		if err != nil {
+			for _, e := range unjoin(err) {
+				p.fail("spec.%v", e)
+			}
+		}
+		t.filter = f
+		t.subscriber = p.dest("spec.subscriber", s.Subscriber, true)
+		t.delivery = p.delivery("spec.delivery", s.Delivery)
+		switch v := ann[annotationOrdering]; v {
+		case "", "unordered":
+		case "ordered":
+			t.ordered = true
+		default:
+			p.fail("metadata.annotations.%s: %q is not ordered or unordered", annotationOrdering, v)
+		}
+		p.trigger = t
+	case *subscriptionSpec:
+		sub := &subObj{channel: s.Channel}
+		if s.Channel == nil || s.Channel.Name == "" {
+			p.fail("spec.channel.name: required")
+		}
+		sub.subscriber = p.dest("spec.subscriber", s.Subscriber, false)
+		sub.reply = p.dest("spec.reply", s.Reply, false)
+		if sub.subscriber == nil && sub.reply == nil {
+			p.fail("spec.subscriber: required (or spec.reply, to forward events unchanged)")
+		}
+		sub.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.sub = sub
+	case *sequenceSpec:
+		addressable = true
+		q := &seqObj{}
+		if len(s.Steps) == 0 {
+			p.fail("spec.steps: at least one step is required")
+		}
+		for i, st := range s.Steps {
+			path := fmt.Sprintf("spec.steps[%d]", i)
+			d := st.destination
+			q.steps = append(q.steps, seqStep{to: p.dest(path, &d, true), delivery: p.delivery(path+".delivery", st.Delivery)})
+		}
+		if s.ChannelTemplate != nil {
+			q.template = p.template("spec.channelTemplate", s.ChannelTemplate)
+		}
+		q.reply = p.dest("spec.reply", s.Reply, false)
+		p.seq = q
+	case *parallelSpec:
+		addressable = true
+		q := &parObj{}
+		if len(s.Branches) == 0 {
+			p.fail("spec.branches: at least one branch is required")
+		}
+		for i, br := range s.Branches {
+			path := fmt.Sprintf("spec.branches[%d]", i)
+			q.branches = append(q.branches, parBranch{
+				filter:     p.dest(path+".filter", br.Filter, false),
+				subscriber: p.dest(path+".subscriber", br.Subscriber, true),
+				reply:      p.dest(path+".reply", br.Reply, false),
+				delivery:   p.delivery(path+".delivery", br.Delivery),
+			})
+		}
+		if s.ChannelTemplate != nil {
+			q.template = p.template("spec.channelTemplate", s.ChannelTemplate)
+		}
+		q.reply = p.dest("spec.reply", s.Reply, false)
+		p.par = q
+	case *pingSourceSpec:
+		p.ping = p.pingSource(s)
+	}
+	if !addressable {
+		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
+			if ann[a] != "" {
+				p.fail("metadata.annotations.%s: only for Brokers, channels, Sequences and Parallels", a)
+			}
+		}
+	}
+}
+
+// impliedBackend is the backend a channel kind implies, rejecting a conflicting
+// sluice.dev/channel annotation.
+func (p *parsed) impliedBackend(annotated, implied string) string {
+	if annotated != "" && annotated != implied {
+		p.fail("metadata.annotations.%s: %q conflicts with the %s backend of a %s", annotationChannel, annotated, implied, p.status.Kind)
+	}
+	return implied
+}
+
+// subscribers accepts a channel's spec.subscribers as Knative's controller writes them
+// (every entry has a uid: it mirrors a Subscription, which Sluice reads instead).
+func (p *parsed) subscribers(raw json.RawMessage) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return
+	}
+	var subs []subscriberSpec
+	if err := json.Unmarshal(raw, &subs); err != nil {
+		p.fail("spec.subscribers: must be a list")
+		return
+	}
+	for i, s := range subs {
+		if len(s.UID) == 0 {
+			p.fail("spec.subscribers[%d]: supported by Knative, not by Sluice: write a Subscription (Knative's controller fills spec.subscribers from Subscriptions)", i)
+		}
+	}
+}
+
+// template checks a channel template and says what backend it means.
+func (p *parsed) template(path string, t *channelTemplate) *tmpl {
+	group, version := splitAPIVersion(t.APIVersion)
+	switch {
+	case t.Kind == kindInMemory && group == groupMessaging && (version == "v1" || version == "v1beta1"):
+		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[inMemoryChannelSpec](), nil)
+		return &tmpl{kind: kindInMemory, backend: ChannelMemory}
+	case t.Kind == kindKafkaChannel && group == groupMessaging && version == "v1beta1":
+		var ks kafkaTopicSpec
+		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[kafkaTopicSpec](), &ks)
+		p.topic(path+".spec", ks)
+		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, parts: ks.NumPartitions, rf: ks.ReplicationFactor}
+	}
+	p.fail("%s: %s %q is not supported; use %s %s or %s %s",
+		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel)
+	return nil
+}
+
+// templateSpec checks a channelTemplate's spec against t and decodes it into v.
+func (p *parsed) templateSpec(path string, raw json.RawMessage, t reflect.Type, v any) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return
+	}
+	var generic any
+	_ = json.Unmarshal(raw, &generic)
+	checkFields(path, generic, t, func(path, reason string) { p.fail("%s: %s", path, reason) })
+	if v != nil {
+		if err := json.Unmarshal(raw, v); err != nil {
+			p.fail("%s", typeError(path, err))
+		}
+	}
+}
+
+// kafkaDefaultRetention is the retention of the topics Sluice creates: the Kafka
+// broker's default (log.retention.hours=168), which is also KafkaChannel's default
+// retentionDuration.
+const kafkaDefaultRetention = 168 * time.Hour
+
+// topic checks a KafkaChannel's topic settings.
+func (p *parsed) topic(path string, s kafkaTopicSpec) {
+	if s.NumPartitions < 0 {
+		p.fail("%s.numPartitions: must not be negative", path)
+	}
+	if s.ReplicationFactor < 0 {
+		p.fail("%s.replicationFactor: must not be negative", path)
+	}
+	if s.RetentionDuration != nil {
+		d, err := ParseDuration(*s.RetentionDuration)
+		switch {
+		case err != nil:
+			p.fail("%s.retentionDuration: %v", path, err)
+		case d != kafkaDefaultRetention:
+			p.fail("%s.retentionDuration: %q: supported by Knative, not by Sluice: topics keep the Kafka cluster's retention (PT168H by default)", path, *s.RetentionDuration)
+		}
+	}
+}
+
+// dest checks a Destination at path: a ref ({apiVersion, kind, name}), a uri (absolute
+// http or https without a ref, relative to the ref's address with one), or both.
+func (p *parsed) dest(path string, d *destination, required bool) *dest {
+	if d == nil || (d.Ref == nil && d.URI == "") {
+		if required {
+			p.fail("%s: required: a ref or a uri", path)
+		}
+		return nil
+	}
+	out := &dest{path: path, uri: d.URI, ref: d.Ref}
+	if r := d.Ref; r != nil {
+		if r.Kind == "" {
+			p.fail("%s.ref.kind: required", path)
+		}
+		if r.Name == "" {
+			p.fail("%s.ref.name: required", path)
+		}
+		if r.APIVersion == "" {
+			p.fail("%s.ref.apiVersion: required", path)
+		}
+		if r.Namespace != "" && dnsLabel(r.Namespace) != "" {
+			p.fail("%s.ref.namespace: %q %s", path, r.Namespace, dnsLabel(r.Namespace))
+		}
+	}
+	if d.URI != "" {
+		u, err := url.Parse(d.URI)
+		switch {
+		case err != nil:
+			p.fail("%s.uri: %q is not a URL: %v", path, d.URI, err)
+		case d.Ref != nil && u.IsAbs():
+			p.fail("%s.uri: %q must be relative (a path) beside a ref; it is resolved against the ref's address", path, d.URI)
+		case d.Ref == nil && ((u.Scheme != "http" && u.Scheme != "https") || u.Host == ""):
+			p.fail("%s.uri: %q is not an absolute http or https URL", path, d.URI)
+		}
+	}
+	return out
+}
+
+// pingSource checks a PingSource's spec.
+func (p *parsed) pingSource(s *pingSourceSpec) *pingObj {
+	o := &pingObj{contentType: s.ContentType}
+	sched := s.Schedule
+	if sched == "" {
+		sched = "* * * * *" // Knative's default
+	}
+	if s.Timezone != "" {
+		if _, err := time.LoadLocation(s.Timezone); err != nil {
+			p.fail("spec.timezone: %q is not a time zone of the tz database: %v", s.Timezone, err)
+		} else if strings.HasPrefix(sched, "CRON_TZ=") || strings.HasPrefix(sched, "TZ=") {
+			p.fail("spec.timezone: give the time zone here or as CRON_TZ= in spec.schedule, not both")
+		} else {
+			sched = "CRON_TZ=" + s.Timezone + " " + sched
+		}
+	}
+	if _, err := cron.ParseStandard(sched); err != nil {
+		p.fail("spec.schedule: %q is not a cron schedule: %v", s.Schedule, err)
+	}
+	o.schedule = sched
+	switch {
+	case s.Data != "" && s.DataBase64 != "":
+		p.fail("spec.data, spec.dataBase64: give one or the other")
+	case s.DataBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(s.DataBase64)
+		if err != nil {
+			p.fail("spec.dataBase64: not base64: %v", err)
+		}
+		o.data = b
+	case s.Data != "":
+		o.data = []byte(s.Data)
+	}
+	if s.CEOverrides != nil {
+		for k := range s.CEOverrides.Extensions {
+			if !extensionName(k) {
+				p.fail("spec.ceOverrides.extensions.%s: not a CloudEvents attribute name (lower-case letters and digits)", k)
+			}
+		}
+		o.extensions = s.CEOverrides.Extensions
+	}
+	o.sink = p.dest("spec.sink", s.Sink, true)
+	return o
+}
+
+// extensionName reports whether s is a valid CloudEvents attribute name and not one of
+// the context attributes.
+func extensionName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	switch s {
+	case "specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time", "data", "data_base64":
+		return false
+	}
+	return true
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

@@ -1,0 +1,427 @@
+package config
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sluice-broker/sluice/filter"
+)
+
+// node is an addressable object being built: a Broker, a channel, or a channel a
+// Sequence or Parallel is made of.
+type node struct {
+	Broker
+	owner    *parsed // the object it is, or belongs to
+	delivery partialDelivery
+	tmplKind string // a Channel's template kind, which Subscriptions may name
+}
+
+// resolve is the second phase of a load: it joins the objects (triggers to brokers,
+// subscriptions to channels, refs to addresses), lowers Sequences and Parallels into
+// channels and subscriptions, and writes every object's status into cfg.
+func (l *loader) resolve(cfg *Config) {
+	live := l.substitutePrevious(cfg)
+	c := &classes{cms: map[string]map[string]string{}}
+	for _, p := range live {
+		if p.cm != nil && !p.failed() {
+			c.cms[p.status.Namespace+"/"+p.status.Name] = p.cm
+		}
+	}
+	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}}
+	for _, p := range live {
+		if !p.status.Skipped && !p.duplicate && p.status.Name != "" {
+			r.declared[p.key()] = true
+		}
+	}
+	nodes := map[string]*node{} // by "ns/name", the address path
+	claim := func(p *parsed, n *node) bool {
+		k := n.Key()
+		if other, ok := nodes[k]; ok {
+			what := "same namespace and name as"
+			if n.Owner != "" {
+				what = fmt.Sprintf("its channel %s has the same namespace and name as", n.Name)
+			}
+			if other.Owner != "" {
+				p.fail("%s a channel of %s (%s): both would be addressed at /%s", what, other.Owner, other.owner.status.File, k)
+			} else {
+				p.fail("%s %s (%s): both would be addressed at /%s", what, other.owner.key(), other.owner.status.File, k)
+			}
+			return false
+		}
+		nodes[k] = n
+		return true
+	}
+	ready := func(p *parsed) bool { return !p.duplicate && !p.failed() && !p.status.Skipped }
+
+	// Brokers and channels first: their addresses are what refs resolve to.
+	for _, p := range live {
+		if !ready(p) {
+			continue
+		}
+		ns, name := p.status.Namespace, p.status.Name
+		switch {
+		case p.broker != nil:
+			bb, errs := c.broker(p)
+			for _, e := range errs {
+				p.fail("%s", e)
+			}
+			if p.failed() {
+				continue
+			}
+			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
+				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
+				Partitions: bb.parts, ReplicationFactor: bb.rf, KafkaBootstrapServers: bb.servers, KafkaTopic: bb.topic,
+				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream,
+			}}
+			if claim(p, n) {
+				r.addresses[p.key()] = r.address(ns, name)
+				p.status.Address, p.status.Channel = r.address(ns, name), bb.backend
+			}
+		case p.channel != nil:
+			ch := p.channel
+			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
+				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
+				Partitions: ch.parts, ReplicationFactor: ch.rf, HeaderEncoding: ch.headerEnc, KinesisStream: ch.stream,
+			}}
+			if p.status.Kind == kindChannel {
+				t := ch.template
+				if t == nil {
+					var err error
+					if t, err = c.channelDefault(ns); err != nil {
+						p.fail("%v", err)
+						continue
+					}
+				}
+				if t != nil {
+					n.tmplKind = t.kind
+					if ch.backend != "" && ch.backend != t.backend {
+						p.fail("metadata.annotations.%s: %q conflicts with the %s backend of the channel template", annotationChannel, ch.backend, t.backend)
+						continue
+					}
+					n.Channel, n.Partitions, n.ReplicationFactor = t.backend, t.parts, t.rf
+				}
+			}
+			if claim(p, n) {
+				r.addresses[p.key()] = r.address(ns, name)
+				p.status.Address, p.status.Channel = r.address(ns, name), n.Channel
+			}
+		}
+	}
+	// Sequences and Parallels: their channels, then their address.
+	flows := map[*parsed][]*node{}
+	for _, p := range live {
+		if !ready(p) || (p.seq == nil && p.par == nil) {
+			continue
+		}
+		t := (*tmpl)(nil)
+		if p.seq != nil {
+			t = p.seq.template
+		} else {
+			t = p.par.template
+		}
+		if t == nil {
+			var err error
+			if t, err = c.channelDefault(p.status.Namespace); err != nil {
+				p.fail("%v", err)
+				continue
+			}
+		}
+		backend, kind := ChannelDefault, kindChannel
+		parts, rf := 0, 0
+		if t != nil {
+			backend, kind, parts, rf = t.backend, t.kind, t.parts, t.rf
+		}
+		if a := p.annotations[annotationChannel]; a != "" {
+			if backend != ChannelDefault && a != backend {
+				p.fail("metadata.annotations.%s: %q conflicts with the %s backend of the channel template", annotationChannel, a, backend)
+				continue
+			}
+			backend = a
+		}
+		var names []string
+		if p.seq != nil {
+			for i := range p.seq.steps {
+				names = append(names, childName(p.status.Name, fmt.Sprintf("-kn-sequence-%d", i)))
+			}
+		} else {
+			names = append(names, childName(p.status.Name, "-kn-parallel"))
+			for i := range p.par.branches {
+				names = append(names, childName(p.status.Name, fmt.Sprintf("-kn-parallel-%d", i)))
+			}
+		}
+		var made []*node
+		ok := true
+		for _, name := range names {
+			n := &node{owner: p, Broker: Broker{
+				Namespace: p.status.Namespace, Name: name, Kind: kind, Channel: backend, Partitions: parts,
+				ReplicationFactor: rf, HeaderEncoding: p.annotations[annotationHeaderEncoding], Owner: p.key(),
+				KinesisStream: p.annotations[annotationStream],
+			}}
+			if n.HeaderEncoding == "minimal" {
+				n.HeaderEncoding = HeaderEncodingMinimal
+			}
+			if !claim(p, n) {
+				ok = false
+				break
+			}
+			made = append(made, n)
+		}
+		if !ok {
+			for _, n := range made {
+				delete(nodes, n.Key())
+			}
+			continue
+		}
+		flows[p] = made
+		addr := r.address(p.status.Namespace, made[0].Name)
+		r.addresses[p.key()] = addr
+		p.status.Address, p.status.Channel = addr, backend
+	}
+
+	// Now every address is known: resolve destinations and attach subscriptions.
+	res := func(p *parsed, d *dest) string {
+		if d == nil {
+			return ""
+		}
+		out, err := r.resolve(d, p.status.Namespace)
+		if err != nil {
+			p.fail("%v", err)
+			return ""
+		}
+		p.status.Refs = append(p.status.Refs, out)
+		return out.URL
+	}
+	resDelivery := func(p *parsed, d partialDelivery) partialDelivery {
+		if d.dls != nil {
+			if u := res(p, d.dls); u != "" {
+				d.deadLetterSink = &u
+			}
+		}
+		return d
+	}
+	for _, n := range nodes {
+		if n.owner.broker != nil || n.owner.channel != nil {
+			n.delivery = resDelivery(n.owner, n.delivery)
+		}
+	}
+	type pending struct {
+		n *node
+		t Trigger
+	}
+	var subs []pending
+	for _, p := range live {
+		if !ready(p) {
+			continue
+		}
+		ns, name := p.status.Namespace, p.status.Name
+		switch {
+		case p.trigger != nil:
+			t := p.trigger
+			n, ok := nodes[ns+"/"+t.broker]
+			switch {
+			case !ok:
+				p.fail("spec.broker: no Broker %s/%s is ready in the configuration", ns, t.broker)
+			case n.Kind != kindBroker:
+				p.fail("spec.broker: %s/%s is a %s, not a Broker; use a Subscription", ns, t.broker, n.Kind)
+			}
+			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
+				Filters: t.filters, Ordered: t.ordered, Source: p.status.File}
+			tr.Subscriber = res(p, t.subscriber)
+			d := resDelivery(p, t.delivery)
+			if p.failed() {
+				continue
+			}
+			tr.Delivery = d.over(n.delivery).resolve()
+			subs = append(subs, pending{n, tr})
+		case p.sub != nil:
+			s := p.sub
+			n, ok := nodes[ns+"/"+s.channel.Name]
+			if !ok {
+				p.fail("spec.channel: no %s %s/%s is ready in the configuration", s.channel.Kind, ns, s.channel.Name)
+				continue
+			}
+			group, _ := splitAPIVersion(s.channel.APIVersion)
+			switch {
+			case addressable[s.channel.Kind] != groupMessaging || group != groupMessaging:
+				p.fail("spec.channel: %s %q is not a channel kind (%s Channel, InMemoryChannel, KafkaChannel)", s.channel.APIVersion, s.channel.Kind, groupMessaging)
+			case n.Kind == kindBroker:
+				p.fail("spec.channel: %s/%s is a Broker, not a channel; use a Trigger", ns, s.channel.Name)
+			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):
+				p.fail("spec.channel: %s/%s is a %s, not a %s", ns, s.channel.Name, n.Kind, s.channel.Kind)
+			}
+			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Source: p.status.File}
+			tr.Subscriber = res(p, s.subscriber)
+			tr.Reply = res(p, s.reply)
+			if tr.Subscriber == "" { // only a reply: events are forwarded to it unchanged
+				tr.Subscriber, tr.Reply = tr.Reply, ""
+			}
+			d := resDelivery(p, s.delivery)
+			if p.failed() {
+				continue
+			}
+			tr.Delivery = d.over(n.delivery).resolve()
+			subs = append(subs, pending{n, tr})
+		case p.seq != nil && flows[p] != nil:
+			chs := flows[p]
+			reply := res(p, p.seq.reply)
+			var made []pending
+			for i, st := range p.seq.steps {
+				tr := Trigger{Namespace: ns, Name: chs[i].Name, Kind: kindSubscription, Filter: filter.MatchAll, Source: p.status.File}
+				tr.Subscriber = res(p, st.to)
+				tr.Reply = reply
+				if i+1 < len(chs) {
+					tr.Reply = r.address(ns, chs[i+1].Name)
+				}
+				tr.Delivery = resDelivery(p, st.delivery).resolve()
+				made = append(made, pending{chs[i], tr})
+			}
+			if !p.failed() {
+				subs = append(subs, made...)
+			}
+		case p.par != nil && flows[p] != nil:
+			chs := flows[p]
+			reply := res(p, p.par.reply)
+			var made []pending
+			for i, br := range p.par.branches {
+				branch := chs[i+1]
+				f := Trigger{Namespace: ns, Name: childName(name, fmt.Sprintf("-kn-parallel-filter-%d", i)), Kind: kindSubscription,
+					Filter: filter.MatchAll, Source: p.status.File}
+				if br.filter != nil {
+					f.Subscriber = res(p, br.filter)
+					f.Reply = r.address(ns, branch.Name)
+				} else {
+					f.Subscriber = r.address(ns, branch.Name)
+				}
+				d := resDelivery(p, br.delivery).resolve()
+				f.Delivery = d
+				s := Trigger{Namespace: ns, Name: branch.Name, Kind: kindSubscription, Filter: filter.MatchAll, Source: p.status.File,
+					Subscriber: res(p, br.subscriber), Reply: reply, Delivery: d}
+				if br.reply != nil {
+					s.Reply = res(p, br.reply)
+				}
+				made = append(made, pending{chs[0], f}, pending{branch, s})
+			}
+			if !p.failed() {
+				subs = append(subs, made...)
+			}
+		case p.ping != nil:
+			sink := res(p, p.ping.sink)
+			if p.failed() {
+				continue
+			}
+			cfg.PingSources = append(cfg.PingSources, PingSource{Namespace: ns, Name: name, Schedule: p.ping.schedule,
+				ContentType: p.ping.contentType, Data: p.ping.data, Extensions: p.ping.extensions, Sink: sink, Source: p.status.File})
+		}
+	}
+	// A broker or channel that failed late (a dead-letter sink that did not resolve) is
+	// not run, and neither are its subscriptions.
+	for k, n := range nodes {
+		if n.owner.failed() {
+			delete(nodes, k)
+		}
+	}
+	for _, s := range subs {
+		if n, ok := nodes[s.n.Key()]; ok && n == s.n {
+			n.Triggers = append(n.Triggers, s.t)
+		}
+	}
+	for _, n := range nodes {
+		sort.Slice(n.Triggers, func(i, j int) bool { return n.Triggers[i].Key() < n.Triggers[j].Key() })
+		cfg.Brokers = append(cfg.Brokers, n.Broker)
+	}
+	sort.Slice(cfg.Brokers, func(i, j int) bool { return cfg.Brokers[i].Key() < cfg.Brokers[j].Key() })
+	sort.Slice(cfg.PingSources, func(i, j int) bool { return cfg.PingSources[i].Key() < cfg.PingSources[j].Key() })
+	for _, p := range l.objects {
+		st := p.status
+		switch {
+		case st.Skipped:
+		case p.previous:
+			st.Ready = false
+			if p.failed() {
+				st.Reason += "; and its last good version: " + strings.Join(p.reasons, "; ")
+			}
+		case p.failed():
+			st.Ready, st.Reason, st.reasons = false, strings.Join(p.reasons, "; "), p.reasons
+			st.Address, st.Channel = "", ""
+		default:
+			st.Ready = true
+		}
+		if !st.Ready {
+			st.Address, st.Channel = "", ""
+		}
+		cfg.Objects = append(cfg.Objects, st)
+	}
+}
+
+// substitutePrevious puts, in place of each object that is invalid now but was valid in
+// the previous configuration, its previous version, and records the valid versions of
+// this load for the next. It returns the objects to resolve.
+func (l *loader) substitutePrevious(cfg *Config) []*parsed {
+	var prev map[string]*parsed
+	if l.st.previous != nil {
+		prev = l.st.previous.good
+	}
+	live := make([]*parsed, 0, len(l.objects))
+	// A document that could not be parsed at all names no object: every object its file
+	// held last time that is missing now keeps its last good version.
+	broken := map[string]string{} // file → why
+	for _, p := range l.objects {
+		if p.failed() && p.status.Name == "" {
+			broken[p.status.File] = fmt.Sprintf("document %d: %s", p.status.Document, strings.Join(p.reasons, "; "))
+		}
+	}
+	if len(broken) > 0 {
+		for _, key := range sortedKeys(prev) {
+			g := prev[key]
+			why, ok := broken[g.status.File]
+			if _, present := l.seen[key]; !ok || present {
+				continue
+			}
+			q := *g
+			q.status.Refs = nil
+			q.status.Reason = "its file is invalid (" + why + "); the last good version runs"
+			q.reasons, q.previous = nil, true
+			l.objects = append(l.objects, &q)
+		}
+	}
+	for i, p := range l.objects {
+		if p.status.Skipped || p.duplicate {
+			live = append(live, p)
+			continue
+		}
+		if p.failed() && p.status.Name != "" {
+			if g, ok := prev[p.key()]; ok {
+				q := *g
+				q.status = p.status
+				q.status.Reason = "this version is invalid and was not applied (" + strings.Join(p.reasons, "; ") + "); the last good version runs"
+				q.reasons, q.previous = nil, true
+				q.status.Refs = nil
+				l.objects[i] = &q
+				p = &q
+			}
+		}
+		if !p.failed() && p.status.Name != "" {
+			c := *p
+			c.status.Refs = nil
+			cfg.good[p.key()] = &c
+		}
+		live = append(live, p)
+	}
+	return live
+}
+
+// childName names a channel or subscription of a Sequence or Parallel the way Knative
+// does: parent + suffix, shortened with a hash of the whole when longer than 63
+// characters.
+func childName(parent, suffix string) string {
+	n := parent + suffix
+	if len(n) <= 63 {
+		return n
+	}
+	sum := md5.Sum([]byte(n))
+	h := hex.EncodeToString(sum[:])
+	return strings.TrimRight(n[:63-len(h)], "-") + h
+}
