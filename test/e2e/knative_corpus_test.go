@@ -152,8 +152,7 @@ func TestKnativeCorpus(t *testing.T) {
 			"ConfigMap knative-eventing/default-ch-webhook": {},
 		}},
 		{[]string{"kubectl-dump"}, map[string]want{
-			"Broker default/example-broker":       {channel: ch("")}, // stock config-br-default-channel: --channel
-			"Trigger default/cloudevents-trigger": {refs: map[string]string{"spec.subscriber": tmpl + "cloudevents-player" + svc}},
+			"Broker default/default": {channel: ch("")}, // stock config-br-default-channel: --channel
 		}},
 		{[]string{"mt-broker"}, map[string]want{
 			"Broker default/default":                             {channel: ch("memory")},
@@ -194,8 +193,7 @@ func TestKnativeCorpus(t *testing.T) {
 		{[]string{"stock-config/default-broker.yaml", "stock-config/default-broker-channel.yaml", "kubectl-dump"}, map[string]want{
 			"ConfigMap knative-eventing/config-br-defaults":        {},
 			"ConfigMap knative-eventing/config-br-default-channel": {},
-			"Broker default/example-broker":                        {channel: ch("memory")},
-			"Trigger default/cloudevents-trigger":                  {},
+			"Broker default/default":                               {channel: ch("memory")},
 		}},
 		{[]string{"subscriptions"}, map[string]want{
 			// The docs' template: Knative rejects its placeholder names too.
