@@ -82,7 +82,7 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    cfg.maxBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+		Replicas:    cfg.replicas,
 		Metadata:    map[string]string{"sluice.broker": brokerKey},
 	})
 	if err != nil {

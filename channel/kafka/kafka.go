@@ -127,6 +127,8 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if err := c.ensureTopic(tctx); err != nil {
 		c.log.Warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
+	} else {
+		c.checkPartitions(tctx)
 	}
 	cancel()
 	c.life, c.end = context.WithCancel(context.Background())
@@ -180,12 +182,50 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	if c.topicReady.Load() {
 		return nil
 	}
-	_, err := c.adm.CreateTopic(ctx, c.cfg.partitions, c.cfg.replication, nil, c.topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	rf, err := c.replicationFactor(ctx)
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", c.topic, err)
+	}
+	var configs map[string]*string
+	if rf >= 3 {
+		configs = map[string]*string{"min.insync.replicas": kadm.StringPtr(minInSyncReplicas)}
+	}
+	_, err = c.adm.CreateTopic(ctx, c.cfg.partitions, rf, configs, c.topic)
+	switch {
+	case err == nil:
+		c.cfg.logger.Info("kafka: topic created", "topic", c.topic, "partitions", c.cfg.partitions, "replication_factor", rf)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+	default:
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}
 	c.topicReady.Store(true)
 	return nil
+}
+
+// replicationFactor is the replication factor of a topic to create: the option's, or
+// when it is 0, min(3, brokers in the cluster).
+func (c *Channel) replicationFactor(ctx context.Context) (int16, error) {
+	if c.cfg.replication > 0 {
+		return c.cfg.replication, nil
+	}
+	m, err := c.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("counting the cluster's brokers: %w", err)
+	}
+	return int16(max(1, min(autoReplication, len(m.Brokers)))), nil
+}
+
+// checkPartitions warns when the topic has a single partition: each subscription's
+// group then reads it with one replica only, however many run.
+func (c *Channel) checkPartitions(ctx context.Context) {
+	td, err := c.adm.ListTopics(ctx, c.topic)
+	if err != nil {
+		return
+	}
+	if d, ok := td[c.topic]; ok && d.Err == nil && len(d.Partitions) == 1 {
+		c.cfg.logger.Warn("kafka: the topic has a single partition: one replica reads each trigger, the others stay idle; create it with more partitions to share the work",
+			"topic", c.topic)
+	}
 }
 
 // publishCall collects the results of one Publish call's records.
