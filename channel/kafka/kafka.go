@@ -182,37 +182,24 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	if c.topicReady.Load() {
 		return nil
 	}
-	rf, err := c.replicationFactor(ctx)
-	if err != nil {
-		return fmt.Errorf("creating topic %s: %w", c.topic, err)
+	rf := c.cfg.replication
+	if rf == 0 {
+		rf = -1 // the cluster's default.replication.factor
 	}
 	var configs map[string]*string
 	if rf >= 3 {
 		configs = map[string]*string{"min.insync.replicas": kadm.StringPtr(minInSyncReplicas)}
 	}
-	_, err = c.adm.CreateTopic(ctx, c.cfg.partitions, rf, configs, c.topic)
+	resp, err := c.adm.CreateTopic(ctx, c.cfg.partitions, rf, configs, c.topic)
 	switch {
 	case err == nil:
-		c.cfg.logger.Info("kafka: topic created", "topic", c.topic, "partitions", c.cfg.partitions, "replication_factor", rf)
+		c.cfg.logger.Info("kafka: topic created", "topic", c.topic, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
 	case errors.Is(err, kerr.TopicAlreadyExists):
 	default:
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}
 	c.topicReady.Store(true)
 	return nil
-}
-
-// replicationFactor is the replication factor of a topic to create: the option's, or
-// when it is 0, min(3, brokers in the cluster).
-func (c *Channel) replicationFactor(ctx context.Context) (int16, error) {
-	if c.cfg.replication > 0 {
-		return c.cfg.replication, nil
-	}
-	m, err := c.adm.BrokerMetadata(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("counting the cluster's brokers: %w", err)
-	}
-	return int16(max(1, min(autoReplication, len(m.Brokers)))), nil
 }
 
 // checkPartitions warns when the topic has a single partition: each subscription's

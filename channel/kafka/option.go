@@ -16,10 +16,8 @@ const (
 	// DefaultPartitions is the partition count of topics this package creates.
 	DefaultPartitions = 8
 	// DefaultReplicationFactor is the replication factor of topics this package creates:
-	// 0, automatic — 3 on a cluster of 3 or more brokers, else one per broker.
+	// 0, the cluster's default.replication.factor.
 	DefaultReplicationFactor = 0
-	// autoReplication caps the automatic replication factor.
-	autoReplication = 3
 	// minInSyncReplicas is the min.insync.replicas of a topic this package creates with a
 	// replication factor of 3 or more: with acks=all a record is acknowledged only once
 	// two replicas hold it, so losing one broker loses no acknowledged event.
@@ -84,7 +82,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("WithPartitions: %d, want at least 1", c.partitions))
 	}
 	if c.replication < 0 {
-		errs = append(errs, fmt.Errorf("WithReplicationFactor: %d, want at least 1 (or 0: automatic)", c.replication))
+		errs = append(errs, fmt.Errorf("WithReplicationFactor: %d, want at least 1 (or 0: the cluster's default)", c.replication))
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithCommitInterval: %s, want a positive duration", c.commitInterval))
@@ -124,9 +122,10 @@ func WithTopic(name string) Option { return func(c *config) { c.topic = name } }
 func WithPartitions(n int32) Option { return func(c *config) { c.partitions = n } }
 
 // WithReplicationFactor sets the replication factor of the topic when this package
-// creates it. Default DefaultReplicationFactor, 0: automatic, min(3, brokers in the
-// cluster). A topic created with 3 or more replicas gets min.insync.replicas=2, so an
-// acks=all write is held by two brokers before Publish returns.
+// creates it. Default DefaultReplicationFactor, 0: the cluster's default.replication.factor
+// (set it to 3, with min.insync.replicas=2, on a cluster of 3 or more brokers). A topic
+// created with a factor of 3 or more set here gets min.insync.replicas=2, so an acks=all
+// write is held by two brokers before Publish returns.
 func WithReplicationFactor(n int16) Option { return func(c *config) { c.replication = n } }
 
 // WithCommitInterval sets how often each consumer commits its settled offsets, default

@@ -30,7 +30,7 @@ type kafkaBackend struct {
 func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.brokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
 	fs.IntVar(&k.partitions, "kafka-partitions", kafka.DefaultPartitions, "partitions of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.partitions) says; they bound how many replicas share a trigger")
-	fs.IntVar(&k.replication, "kafka-replication-factor", kafka.DefaultReplicationFactor, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: min(3, brokers in the cluster))")
+	fs.IntVar(&k.replication, "kafka-replication-factor", kafka.DefaultReplicationFactor, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: the cluster's default.replication.factor)")
 }
 
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
@@ -41,7 +41,7 @@ func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
 		return false, fmt.Errorf("--kafka-partitions %d: want at least 1", k.partitions)
 	}
 	if k.replication < 0 || k.replication > math.MaxInt16 {
-		return false, fmt.Errorf("--kafka-replication-factor %d: want at least 1 (0: automatic)", k.replication)
+		return false, fmt.Errorf("--kafka-replication-factor %d: want at least 1 (0: the cluster's default)", k.replication)
 	}
 	if k.brokers == "" {
 		return false, nil
