@@ -286,6 +286,9 @@ offsets.topic.num.partitions=4
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$isr
 group.initial.rebalance.delay.ms=0
+# A dead broker is fenced (its partitions get new leaders) after 4 s, not Kafka's 9 s.
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=1000
 num.network.threads=2
 num.io.threads=2
 log.retention.hours=24
