@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -175,8 +176,14 @@ func (c *Channel) openConsumers() []*Consumer {
 	return out
 }
 
-// Remove closes this process's consumers of the subscription called name, deletes its
-// durable consumer and purges the events stored for it.
+// Remove closes this process's consumers of the subscription called name, then deletes
+// its durable consumer and purges the events stored for it — unless another replica
+// still consumes it (a pull request of its waiting, or messages delivered to it and not
+// yet acknowledged): a trigger removed from one replica's configuration but still in
+// another's keeps its events. The consumer is then left to the replicas that have it,
+// with an inactive threshold of InactiveThreshold: the server deletes it once no replica
+// has pulled from it for that long (its events stay in the stream, and a replica that
+// opens the subscription again gets them).
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -185,6 +192,9 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		if cons.name == name {
 			_ = cons.Close()
 		}
+	}
+	if inUse, err := c.keepShared(ctx, name); err != nil || inUse {
+		return err
 	}
 	err := c.js.DeleteConsumer(ctx, c.stream, c.durable(name))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -198,6 +208,52 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("jetstream: purge subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
 	return nil
+}
+
+// InactiveThreshold is how long a subscription's durable consumer, kept by Remove
+// because another replica still used it, outlives the last pull of any replica.
+const InactiveThreshold = time.Hour
+
+// keepShared reports whether another replica still consumes the subscription called
+// name; if so it sets the consumer's inactive threshold and logs that it was kept.
+func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
+	// The messages this process's consumers handed back at Close are negatively
+	// acknowledged without waiting for the server: what is still pending a moment later
+	// belongs to another replica.
+	var info *jetstream.ConsumerInfo
+	for try := 0; ; try++ {
+		jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+		}
+		info = jc.CachedInfo()
+		if info.NumWaiting > 0 {
+			break
+		}
+		if info.NumAckPending == 0 {
+			return false, nil
+		}
+		if try == 10 {
+			break
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return false, fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(ctx.Err()))
+		}
+	}
+	cfg := c.consumerConfig(name)
+	cfg.InactiveThreshold = InactiveThreshold
+	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
+		return true, fmt.Errorf("jetstream: keep subscription %q of broker %q for its other replicas: %w", name, c.brokerKey, unavailable(err))
+	}
+	c.log.Info("jetstream: subscription removed here but kept: other replicas still consume it",
+		"subscription", name, "consumer", c.durable(name), "waiting_pulls", info.NumWaiting,
+		"ack_pending", info.NumAckPending, "inactive_threshold", InactiveThreshold)
+	return true, nil
 }
 
 // Close closes the channel's consumers and unregisters its metrics. Stored events stay

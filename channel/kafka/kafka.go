@@ -315,8 +315,12 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open and deletes its consumer group. Its
-// records stay in the topic (until retention removes them) and are not delivered.
+// Remove closes the subscription's consumer if open (leaving its consumer group) and
+// deletes the group — unless the group still has members: other replicas whose
+// configuration still has the trigger keep it, with its committed offsets. The last
+// replica to remove it deletes it (Kafka also drops an empty group's offsets after its
+// offsets.retention.minutes). Its records stay in the topic (until retention removes
+// them) and are not delivered.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
@@ -324,7 +328,19 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 	if k != nil {
 		_ = k.Close()
 	}
-	_, err := c.adm.DeleteGroup(ctx, c.group(name))
+	groups, err := c.adm.DescribeGroups(ctx, c.group(name))
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("%w: kafka: describing group %s: %w", channel.ErrUnavailable, c.group(name), err)
+	}
+	if g, ok := groups[c.group(name)]; ok && len(g.Members) > 0 {
+		c.cfg.logger.Info("kafka: subscription removed here but its group kept: other replicas still consume it",
+			"subscription", name, "group", c.group(name), "members", len(g.Members))
+		return nil
+	}
+	_, err = c.adm.DeleteGroup(ctx, c.group(name))
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, c.group(name), err)
 	}
