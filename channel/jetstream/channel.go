@@ -145,6 +145,11 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: open subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
+	if info := jc.CachedInfo(); info != nil {
+		c.log.Info("jetstream: consuming the subscription's durable consumer, shared with every replica that has it",
+			"subscription", name, "consumer", c.durable(name), "stream", c.stream, "stream_replicas", c.cfg.replicas,
+			"pulls_waiting", info.NumWaiting, "pending", info.NumPending)
+	}
 	cons := newConsumer(c, name, jc)
 	c.mu.Lock()
 	if c.closed.Load() {
