@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// jetstreamArgs are the flags of a replica on the NATS cluster: R3 streams, and a 5 s ack
-// wait, so the events a killed replica held are redelivered 5 s after it died.
-func jetstreamArgs(urls string) []string {
-	return []string{"--channel", "jetstream", "--nats-url", urls, "--jetstream-replicas", "3", "--jetstream-ack-wait", "5s"}
+// jetstreamArgs are the flags of a replica on the NATS cluster: a 5 s ack wait, so the
+// events a killed replica held are redelivered 5 s after it died, and extra.
+func jetstreamArgs(urls string, extra ...string) []string {
+	return append([]string{"--channel", "jetstream", "--nats-url", urls, "--jetstream-ack-wait", "5s"}, extra...)
 }
 
 // TestJetStreamReplicaKill: 3 replicas on a 3-node NATS cluster share one trigger's
@@ -27,7 +27,7 @@ func TestJetStreamReplicaKill(t *testing.T) {
 	urls := need(t, "a NATS cluster (scripts/nats-cluster.sh)", natsURLs, natsErr)
 	ns := fmt.Sprintf("jsr%d", time.Now().UnixNano())
 	replicaTest{
-		Namespace: ns, Args: jetstreamArgs(urls), Replicas: 3,
+		Namespace: ns, Args: jetstreamArgs(urls, "--jetstream-replicas", "3"), Replicas: 3,
 		Rate: 1000, Load: 10 * time.Second, Latency: 10 * time.Millisecond,
 		Faults:   []fault{{After: 4 * time.Second, Name: "kill -9 replica 1", Do: killReplica(0)}},
 		Recovery: 60 * time.Second,
@@ -35,9 +35,10 @@ func TestJetStreamReplicaKill(t *testing.T) {
 	checkStream(t, urls, ns)
 }
 
-// TestJetStreamNodeKill: the same 3 replicas while the NATS node leading the broker's R3
-// stream is killed with SIGKILL mid-load: the other two elect a new leader and keep every
-// acknowledged event; replicas connected to the dead node reconnect to another.
+// TestJetStreamNodeKill: the same 3 replicas, with the default stream replicas (R3 on a
+// 3-node cluster), while the NATS node leading the broker's stream is killed with SIGKILL
+// mid-load: the other two elect a new leader and keep every acknowledged event; replicas
+// connected to the dead node reconnect to another.
 func TestJetStreamNodeKill(t *testing.T) {
 	urls := need(t, "a NATS cluster (scripts/nats-cluster.sh)", natsURLs, natsErr)
 	ns := fmt.Sprintf("jsn%d", time.Now().UnixNano())
@@ -61,6 +62,7 @@ func TestJetStreamNodeKill(t *testing.T) {
 		}}},
 		Recovery: 60 * time.Second,
 	}.run(t)
+	checkStream(t, urls, ns)
 }
 
 // streamInfo returns the info of the stream of broker ns/default.
@@ -101,7 +103,8 @@ func streamLeader(t *testing.T, urls, ns string) int {
 	return n
 }
 
-// checkStream checks that --jetstream-replicas 3 made an R3 stream.
+// checkStream checks that the broker's stream has 3 replicas (--jetstream-replicas 3, or
+// its default on a 3-node cluster).
 func checkStream(t *testing.T, urls, ns string) {
 	si := streamInfo(t, urls, ns)
 	if si.Config.Replicas != 3 {

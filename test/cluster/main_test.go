@@ -57,12 +57,16 @@ func run(m *testing.M) int {
 	if testing.Short() || !wantsClusters() {
 		return m.Run()
 	}
+	// A cluster already running (scripts/scaling.sh, a developer's) is used and left
+	// running; one started here is stopped at the end.
+	_, natsUp := script("scripts/nats-cluster.sh", "status")
 	natsURLs, natsErr = startCluster("SLUICE_NATS_URLS", "scripts/nats-cluster.sh", "start", "3")
-	if natsErr == nil {
+	if natsErr == nil && natsUp != nil {
 		defer script("scripts/nats-cluster.sh", "stop")
 	}
+	_, kafkaUp := script("scripts/kafka.sh", "status-cluster")
 	kafkaBrokers, kafkaErr = startCluster("SLUICE_KAFKA_CLUSTER_BROKERS", "scripts/kafka.sh", "start-cluster", "3")
-	if kafkaErr == nil {
+	if kafkaErr == nil && kafkaUp != nil {
 		defer script("scripts/kafka.sh", "stop-cluster")
 	}
 	return m.Run()
