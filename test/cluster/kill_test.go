@@ -52,7 +52,9 @@ func TestJetStreamNodeKill(t *testing.T) {
 	})
 	replicaTest{
 		Namespace: ns, Args: jetstreamArgs(urls), Replicas: 3,
-		Rate: 1000, Load: 10 * time.Second, Latency: 10 * time.Millisecond,
+		// 12 s of load after the kill: the stream elects a new leader within its Raft
+		// election timeout (4-9 s), then ingress accepts again.
+		Rate: 1000, Load: 16 * time.Second, Latency: 10 * time.Millisecond,
 		Faults: []fault{{After: 4 * time.Second, Name: "kill -9 the stream's leader NATS node", Do: func(t *testing.T, _ []*replica) {
 			killed = streamLeader(t, urls, ns)
 			if _, err := script("scripts/nats-cluster.sh", "kill", strconv.Itoa(killed)); err != nil {
