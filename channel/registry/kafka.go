@@ -27,10 +27,16 @@ type kafkaBackend struct {
 	reg   prometheus.Registerer
 }
 
+// newKafkaBackend returns the backend with its defaults, which hold when its flags are
+// not registered too.
+func newKafkaBackend() *kafkaBackend {
+	return &kafkaBackend{partitions: kafka.DefaultPartitions, replication: kafka.DefaultReplicationFactor}
+}
+
 func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.brokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
-	fs.IntVar(&k.partitions, "kafka-partitions", kafka.DefaultPartitions, "partitions of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.partitions) says; they bound how many replicas share a trigger")
-	fs.IntVar(&k.replication, "kafka-replication-factor", kafka.DefaultReplicationFactor, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: the cluster's default.replication.factor)")
+	fs.IntVar(&k.partitions, "kafka-partitions", k.partitions, "partitions of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.partitions) says; they bound how many replicas share a trigger")
+	fs.IntVar(&k.replication, "kafka-replication-factor", k.replication, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: the cluster's default.replication.factor)")
 }
 
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }

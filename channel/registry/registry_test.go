@@ -216,3 +216,15 @@ func TestOpenKafka(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestStartWithoutFlags: a registry whose flags were never registered (a program that
+// embeds Sluice's broker) starts with every backend's defaults.
+func TestStartWithoutFlags(t *testing.T) {
+	r := New()
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start without flags: %v", err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
