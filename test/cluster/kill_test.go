@@ -132,7 +132,7 @@ func TestKafkaReplicaAndBrokerKill(t *testing.T) {
 			}
 		}
 	})
-	replicaTest{
+	replicas := replicaTest{
 		Namespace: ns, Args: []string{"--channel", "kafka", "--kafka-brokers", brokers}, Replicas: 3,
 		Rate: 1000, Load: 16 * time.Second, Latency: 10 * time.Millisecond,
 		Faults: []fault{
@@ -146,6 +146,20 @@ func TestKafkaReplicaAndBrokerKill(t *testing.T) {
 		},
 		Recovery: 90 * time.Second,
 	}.run(t)
+	// The survivors logged what they own after the rebalance that followed the kill.
+	for _, r := range replicas[1:] {
+		var last string
+		for _, line := range strings.Split(r.logs.String(), "\n") {
+			if strings.Contains(line, "kafka: partitions assigned") {
+				last = line
+			}
+		}
+		if strings.Count(r.logs.String(), "kafka: partitions assigned") < 2 {
+			t.Errorf("replica %d logged no rebalance after the kill:\n%s", r.n, r.logs)
+		} else {
+			t.Logf("replica %d after the rebalance: %s", r.n, last[strings.Index(last, "msg="):])
+		}
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
 	if err != nil {

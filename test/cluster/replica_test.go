@@ -174,8 +174,8 @@ type replicaTest struct {
 // delivered (duplicates allowed and counted). It logs accepted, delivered, duplicates,
 // and per fault the takeover time (from the fault until the last delivery of an event
 // accepted before it: the redelivery of what a killed replica held) and the ingress gap
-// (the longest time without a 202 after it).
-func (rt replicaTest) run(t *testing.T) {
+// (the longest time without a 202 after it). It returns the replicas.
+func (rt replicaTest) run(t *testing.T) []*replica {
 	type delivery struct {
 		n           int
 		first, last time.Time
@@ -381,7 +381,7 @@ spec:
 					t.Errorf("replica %d delivered nothing: the trigger's work is not shared", r.n)
 				}
 			}
-			return
+			return replicas
 		}
 		amu.Unlock()
 		rmu.Unlock()
