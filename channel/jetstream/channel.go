@@ -183,9 +183,11 @@ func (c *Channel) openConsumers() []*Consumer {
 
 // Remove closes this process's consumers of the subscription called name, then deletes
 // its durable consumer and purges the events stored for it — unless another replica
-// still consumes it (a pull request of its waiting, or messages delivered to it and not
-// yet acknowledged): a trigger removed from one replica's configuration but still in
-// another's keeps its events. The consumer is then left to the replicas that have it,
+// still consumes it (a pull request of its waiting at the server, looked for during a
+// second while messages are pending): a trigger removed from one replica's configuration
+// but still in another's keeps its events. A replica that issued no pull request during
+// that second (every one of its in-flight slots held by a stalled subscriber) is not
+// seen; it re-creates the consumer, without the purged events. The consumer is then left to the replicas that have it,
 // with an inactive threshold of InactiveThreshold: the server deletes it once no replica
 // has pulled from it for that long (its events stay in the stream, and a replica that
 // opens the subscription again gets them).
@@ -222,11 +224,13 @@ const InactiveThreshold = time.Hour
 // keepShared reports whether another replica still consumes the subscription called
 // name; if so it sets the consumer's inactive threshold and logs that it was kept.
 func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
-	// The messages this process's consumers handed back at Close are negatively
-	// acknowledged without waiting for the server: what is still pending a moment later
-	// belongs to another replica.
+	// Another replica consuming the subscription has a pull request waiting at the
+	// server, or issues one soon after each batch. Messages still pending tell nothing:
+	// a message the server was sending to this process as it closed stays pending too.
+	// So while some are, pull requests are looked for during a second.
+	deadline := time.Now().Add(time.Second)
 	var info *jetstream.ConsumerInfo
-	for try := 0; ; try++ {
+	for {
 		jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return false, nil
@@ -238,11 +242,8 @@ func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
 		if info.NumWaiting > 0 {
 			break
 		}
-		if info.NumAckPending == 0 {
+		if info.NumAckPending == 0 || time.Now().After(deadline) {
 			return false, nil
-		}
-		if try == 10 {
-			break
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
