@@ -34,7 +34,8 @@ lint: deps
 # test starts a real single-node Kafka (jars from Maven Central, cached under .cache/) for
 # the kafka channel tests and a Kinesis-compatible server (kinesalite from npm, cached
 # there too) for the kinesis channel tests, runs every test, and stops both whatever
-# happens. Under CI=true a dependency that does not start fails the run; elsewhere its
+# happens. test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
+# (scripts/nats-cluster.sh, scripts/kafka.sh start-cluster) once for its kill tests. Under CI=true a dependency that does not start fails the run; elsewhere its
 # tests skip, saying why.
 test: deps lint
 	@set -uo pipefail; \

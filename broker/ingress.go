@@ -15,7 +15,7 @@ import (
 //
 //	POST /<namespace>/<broker>  ingest (202, 400, 404, 405, 413, 415, 429, 503)
 //	GET  /healthz               200 while the process runs
-//	GET  /readyz                200 once configured, 503 while shutting down
+//	GET  /readyz                200 once configured and every trigger's consumer joined, 503 while shutting down
 //	GET  /status                every object of the configuration, ready or not (JSON)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
@@ -35,6 +35,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/readyz":
 		if !s.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if t := s.notJoined(); t != "" {
+			http.Error(w, "not ready: trigger "+t+" has not joined its consumer group yet", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -97,6 +97,15 @@ type Admitter interface {
 	Admits(n int64) bool
 }
 
+// Joiner is implemented by consumers that join their subscription asynchronously (a
+// Kafka consumer group member): Joined reports whether this consumer has been given its
+// share of the subscription (possibly none) at least once. Until every consumer has
+// joined, the server's /readyz answers 503, so a replica is not counted in before it
+// takes part. Consumers that do not implement it joined when Consume returned.
+type Joiner interface {
+	Joined() bool
+}
+
 // Durable is implemented by channels whose stored events outlive the process: after a
 // crash or a shutdown, what was not settled is delivered again. The broker uses it to
 // decide whether Publish may block on I/O (and so gets a publish timeout), whether a

@@ -18,16 +18,27 @@ running() {
 	[[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
 }
 
+# alive PID: true when process PID runs (a zombie not yet reaped counts as dead).
+alive() {
+	local st
+	st="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+	[[ -n "$st" && "$st" != Z* ]]
+}
+
 # port_free PORT: true when nothing accepts connections on 127.0.0.1:PORT.
 port_free() {
 	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# free_port: print a port in 20000-59999 that nothing listens on.
+# free_port: print a port that nothing listens on, from 20000 up to the kernel's
+# ephemeral range (where outgoing connections take their local ports: a listener started
+# later on such a port would fail to bind).
 free_port() {
-	local p i
+	local p i lo=32768
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	((lo > 21000)) || lo=60000
 	for i in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % (lo - 20000)))
 		if port_free "$p"; then
 			echo "$p"
 			return 0

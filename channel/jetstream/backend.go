@@ -108,6 +108,16 @@ func (b *Backend) New(ctx context.Context, brokerKey string, opts ...Option) (*C
 	return New(ctx, b.nc, brokerKey, append(append([]Option(nil), b.opts...), opts...)...)
 }
 
+// ClusterSize returns how many servers the backend's NATS cluster has, as far as the
+// connection knows them (the URLs given plus those the cluster announced): 1 for the
+// embedded server or a server that is not part of a cluster.
+func (b *Backend) ClusterSize() int {
+	if b.emb != nil || b.nc.ConnectedClusterName() == "" {
+		return 1
+	}
+	return max(1, len(b.nc.Servers()))
+}
+
 // Conn returns the backend's NATS connection.
 func (b *Backend) Conn() *nats.Conn { return b.nc }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,7 +83,7 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    cfg.maxBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+		Replicas:    cfg.replicas,
 		Metadata:    map[string]string{"sluice.broker": brokerKey},
 	})
 	if err != nil {
@@ -144,6 +145,11 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: open subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
+	if info := jc.CachedInfo(); info != nil {
+		c.log.Info("jetstream: consuming the subscription's durable consumer, shared with every replica that has it",
+			"subscription", name, "consumer", c.durable(name), "stream", c.stream, "stream_replicas", c.cfg.replicas,
+			"pulls_waiting", info.NumWaiting, "pending", info.NumPending)
+	}
 	cons := newConsumer(c, name, jc)
 	c.mu.Lock()
 	if c.closed.Load() {
@@ -175,8 +181,16 @@ func (c *Channel) openConsumers() []*Consumer {
 	return out
 }
 
-// Remove closes this process's consumers of the subscription called name, deletes its
-// durable consumer and purges the events stored for it.
+// Remove closes this process's consumers of the subscription called name, then deletes
+// its durable consumer and purges the events stored for it — unless another replica
+// still consumes it (a pull request of its waiting at the server, looked for during a
+// second while messages are pending): a trigger removed from one replica's configuration
+// but still in another's keeps its events. A replica that issued no pull request during
+// that second (every one of its in-flight slots held by a stalled subscriber) is not
+// seen; it re-creates the consumer, without the purged events. The consumer is then left to the replicas that have it,
+// with an inactive threshold of InactiveThreshold: the server deletes it once no replica
+// has pulled from it for that long (its events stay in the stream, and a replica that
+// opens the subscription again gets them).
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -185,6 +199,9 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		if cons.name == name {
 			_ = cons.Close()
 		}
+	}
+	if inUse, err := c.keepShared(ctx, name); err != nil || inUse {
+		return err
 	}
 	err := c.js.DeleteConsumer(ctx, c.stream, c.durable(name))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -198,6 +215,51 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("jetstream: purge subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
 	return nil
+}
+
+// InactiveThreshold is how long a subscription's durable consumer, kept by Remove
+// because another replica still used it, outlives the last pull of any replica.
+const InactiveThreshold = time.Hour
+
+// keepShared reports whether another replica still consumes the subscription called
+// name; if so it sets the consumer's inactive threshold and logs that it was kept.
+func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
+	// Another replica consuming the subscription has a pull request waiting at the
+	// server, or issues one soon after each batch. Messages still pending tell nothing:
+	// a message the server was sending to this process as it closed stays pending too.
+	// So while some are, pull requests are looked for during a second.
+	deadline := time.Now().Add(time.Second)
+	var info *jetstream.ConsumerInfo
+	for {
+		jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+		}
+		info = jc.CachedInfo()
+		if info.NumWaiting > 0 {
+			break
+		}
+		if info.NumAckPending == 0 || time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return false, fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(ctx.Err()))
+		}
+	}
+	cfg := c.consumerConfig(name)
+	cfg.InactiveThreshold = InactiveThreshold
+	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
+		return true, fmt.Errorf("jetstream: keep subscription %q of broker %q for its other replicas: %w", name, c.brokerKey, unavailable(err))
+	}
+	c.log.Info("jetstream: subscription removed here but kept: other replicas still consume it",
+		"subscription", name, "consumer", c.durable(name), "waiting_pulls", info.NumWaiting,
+		"ack_pending", info.NumAckPending, "inactive_threshold", InactiveThreshold)
+	return true, nil
 }
 
 // Close closes the channel's consumers and unregisters its metrics. Stored events stay

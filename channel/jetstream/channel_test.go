@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-broker/sluice/channel"
@@ -429,4 +430,53 @@ func TestLargeEvent(t *testing.T) {
 		t.Fatalf("got %d bytes back", len(m.Event().Data))
 	}
 	_ = m.Ack()
+}
+
+// TestRemoveKeepsShared: a subscription removed by one replica while another still
+// consumes it keeps its durable consumer and its events; the last replica to remove it
+// deletes the consumer.
+func TestRemoveKeepsShared(t *testing.T) {
+	e := startServer(t, t.TempDir(), WithListen("127.0.0.1:0"))
+	var replicas [2]*Channel
+	var conss [2]channel.Consumer
+	for i := range replicas {
+		nc, err := nats.Connect(e.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		replicas[i] = newChannel(t, nc, "demo/default", WithFetchBatch(8))
+		conss[i] = consume(t, replicas[i], "shared")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Replica 1 waits in a pull request: it still consumes the subscription.
+	channeltest.Eventually(t, 5*time.Second, "both replicas pulling", func() bool {
+		jc, err := replicas[0].js.Consumer(ctx, replicas[0].stream, replicas[0].durable("shared"))
+		return err == nil && jc.CachedInfo().NumWaiting >= 2
+	})
+	if err := replicas[0].Remove(ctx, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := replicas[0].js.Consumer(ctx, replicas[0].stream, replicas[0].durable("shared"))
+	if err != nil {
+		t.Fatalf("the consumer another replica uses was deleted: %v", err)
+	}
+	if got := jc.CachedInfo().Config.InactiveThreshold; got != InactiveThreshold {
+		t.Errorf("kept consumer's inactive threshold %v, want %v", got, InactiveThreshold)
+	}
+	publish(t, replicas[0], channel.Envelope{Event: testEvent(1, nil), Subscriptions: []string{"shared"}})
+	m, err := conss[1].Receive(ctx)
+	if err != nil {
+		t.Fatalf("the replica that kept the subscription received nothing: %v", err)
+	}
+	if err := m.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replicas[1].Remove(ctx, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replicas[1].js.Consumer(ctx, replicas[1].stream, replicas[1].durable("shared")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("after the last replica removed it, the consumer lookup gave %v, want ErrConsumerNotFound", err)
+	}
 }

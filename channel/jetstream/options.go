@@ -31,8 +31,6 @@ const (
 	// publishTimeout bounds a Publish whose context has no earlier deadline; it also
 	// bounds how long an unacknowledged publish is remembered.
 	publishTimeout = 10 * time.Second
-	// replicas is the stream's replica count: the embedded server is a single node.
-	replicas = 1
 )
 
 // Option configures a Channel; pass options to New. Options are applied in order, so a
@@ -41,6 +39,7 @@ type Option func(*config)
 
 type config struct {
 	maxBytes   int64
+	replicas   int
 	ackWait    time.Duration
 	fetchBatch int
 	logger     *slog.Logger
@@ -50,6 +49,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		maxBytes:   -1,
+		replicas:   1,
 		ackWait:    DefaultAckWait,
 		fetchBatch: DefaultFetchBatch,
 		logger:     slog.New(slog.DiscardHandler),
@@ -60,6 +60,8 @@ func (c *config) validate() error {
 	switch {
 	case c.maxBytes == 0 || c.maxBytes < -1:
 		return fmt.Errorf("jetstream: WithMaxBytes(%d): want > 0 or -1 (unlimited)", c.maxBytes)
+	case c.replicas < 1 || c.replicas > 5:
+		return fmt.Errorf("jetstream: WithReplicas(%d): want 1 to 5", c.replicas)
 	case c.ackWait < 100*time.Millisecond:
 		return fmt.Errorf("jetstream: WithAckWait(%v): want at least 100ms", c.ackWait)
 	case c.fetchBatch < 1:
@@ -75,6 +77,14 @@ func (c *config) validate() error {
 // error wrapping channel.ErrFull until consumers catch up. Default -1: no limit of its
 // own, bounded by the server's JetStream store limit.
 func WithMaxBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
+
+// WithReplicas sets how many servers of the NATS cluster hold each broker's stream
+// (JetStream's stream replicas, 1 to 5). With more than one, the server acknowledges a
+// message only once a quorum of them stored it (2 of 3 for R3), so Publish returning nil
+// — and the 202 ingress answers — means a quorum holds the event, and losing one server of
+// an R3 stream loses nothing. An existing stream is updated to n. Default 1 (the embedded
+// server is a single node).
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 
 // WithAckWait sets how long the server waits for a delivered message to be settled
 // before delivering it again. While a Message is held (between Receive and Ack or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,11 @@ type consumer struct {
 	// consumer has fetched (or the group had settled, for partitions it has not fetched).
 	unfetched atomic.Int64
 
+	joined atomic.Bool // the group gave this member its share (possibly none) at least once
+
+	ownMu sync.Mutex
+	owned map[int32]bool // partitions the group assigned to this member now
+
 	mu      sync.Mutex
 	parts   map[int32]*part
 	skips   map[int32][][2]int64 // settled ranges read at assignment, until first fetch
@@ -70,6 +76,7 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 		closed: make(chan struct{}),
 		parts:  make(map[int32]*part),
 		skips:  make(map[int32][][2]int64),
+		owned:  make(map[int32]bool),
 	}
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.ConsumerGroup(k.group),
@@ -84,12 +91,15 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
 			k.assigned(ctx, cl, ps[c.topic])
+			k.own(cl, "assigned", ps[c.topic], true)
 		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
 			k.drop(ctx, ps[c.topic], true)
+			k.own(cl, "revoked", ps[c.topic], false)
 		}),
-		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
 			k.drop(ctx, ps[c.topic], false)
+			k.own(cl, "lost", ps[c.topic], false)
 		}),
 	)...)
 	if err != nil {
@@ -101,6 +111,40 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 	go k.poll()
 	go k.commitLoop()
 	return k, nil
+}
+
+// Joined reports whether the consumer has joined its group and been given its share of
+// the partitions, possibly none (channel.Joiner): until then this replica takes no part
+// in the subscription.
+func (k *consumer) Joined() bool { return k.joined.Load() }
+
+// own records a change of the partitions this member owns and logs it, so that the
+// logs of a replica say what it owns after each rebalance.
+func (k *consumer) own(cl *kgo.Client, what string, ids []int32, add bool) {
+	k.ownMu.Lock()
+	for _, id := range ids {
+		if add {
+			k.owned[id] = true
+		} else {
+			delete(k.owned, id)
+		}
+	}
+	now := make([]int32, 0, len(k.owned))
+	for id := range k.owned {
+		now = append(now, id)
+	}
+	k.ownMu.Unlock()
+	slices.Sort(now)
+	ids = slices.Sorted(slices.Values(ids))
+	member, gen := cl.GroupMetadata()
+	if add {
+		k.joined.Store(true)
+	}
+	if len(ids) == 0 && !add {
+		return
+	}
+	k.ch.cfg.logger.Info("kafka: partitions "+what, "topic", k.ch.topic, "subscription", k.name,
+		"partitions", ids, "owned", now, "member", member, "generation", gen)
 }
 
 // Receive returns the next message, blocking until one is fetched, ctx ends or the

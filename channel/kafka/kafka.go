@@ -127,6 +127,8 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if err := c.ensureTopic(tctx); err != nil {
 		c.log.Warn("topic", "kafka: cannot create topic yet; retrying on first use", "topic", c.topic, "err", err)
+	} else {
+		c.checkPartitions(tctx)
 	}
 	cancel()
 	c.life, c.end = context.WithCancel(context.Background())
@@ -180,12 +182,37 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	if c.topicReady.Load() {
 		return nil
 	}
-	_, err := c.adm.CreateTopic(ctx, c.cfg.partitions, c.cfg.replication, nil, c.topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	rf := c.cfg.replication
+	if rf == 0 {
+		rf = -1 // the cluster's default.replication.factor
+	}
+	var configs map[string]*string
+	if rf >= 3 {
+		configs = map[string]*string{"min.insync.replicas": kadm.StringPtr(minInSyncReplicas)}
+	}
+	resp, err := c.adm.CreateTopic(ctx, c.cfg.partitions, rf, configs, c.topic)
+	switch {
+	case err == nil:
+		c.cfg.logger.Info("kafka: topic created", "topic", c.topic, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+	default:
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}
 	c.topicReady.Store(true)
 	return nil
+}
+
+// checkPartitions warns when the topic has a single partition: each subscription's
+// group then reads it with one replica only, however many run.
+func (c *Channel) checkPartitions(ctx context.Context) {
+	td, err := c.adm.ListTopics(ctx, c.topic)
+	if err != nil {
+		return
+	}
+	if d, ok := td[c.topic]; ok && d.Err == nil && len(d.Partitions) == 1 {
+		c.cfg.logger.Warn("kafka: the topic has a single partition: one replica reads each trigger, the others stay idle; create it with more partitions to share the work",
+			"topic", c.topic)
+	}
 }
 
 // publishCall collects the results of one Publish call's records.
@@ -288,8 +315,12 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open and deletes its consumer group. Its
-// records stay in the topic (until retention removes them) and are not delivered.
+// Remove closes the subscription's consumer if open (leaving its consumer group) and
+// deletes the group — unless the group still has members: other replicas whose
+// configuration still has the trigger keep it, with its committed offsets. The last
+// replica to remove it deletes it (Kafka also drops an empty group's offsets after its
+// offsets.retention.minutes). Its records stay in the topic (until retention removes
+// them) and are not delivered.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
@@ -297,7 +328,19 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 	if k != nil {
 		_ = k.Close()
 	}
-	_, err := c.adm.DeleteGroup(ctx, c.group(name))
+	groups, err := c.adm.DescribeGroups(ctx, c.group(name))
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("%w: kafka: describing group %s: %w", channel.ErrUnavailable, c.group(name), err)
+	}
+	if g, ok := groups[c.group(name)]; ok && len(g.Members) > 0 {
+		c.cfg.logger.Info("kafka: subscription removed here but its group kept: other replicas still consume it",
+			"subscription", name, "group", c.group(name), "members", len(g.Members))
+		return nil
+	}
+	_, err = c.adm.DeleteGroup(ctx, c.group(name))
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, c.group(name), err)
 	}

@@ -393,3 +393,68 @@ func TestLenCountsOnlyThisSubscription(t *testing.T) {
 	}
 	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }
+
+// TestRemoveKeepsSharedGroup: two replicas of one broker share a subscription's group;
+// one removes the subscription (its trigger left its configuration) while the other still
+// has it: the group stays and the other keeps receiving; the last replica's Remove
+// deletes the group. Each replica's consumer reports Joined once the group gave it its
+// share.
+func TestRemoveKeepsSharedGroup(t *testing.T) {
+	a, brokers := newChannel(t)
+	prefix := strings.TrimSuffix(a.Topic(), ".ns.broker")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := kafka.New(ctx, "ns/broker", kafka.WithSeedBrokers(brokers...), kafka.WithTopicPrefix(prefix),
+		kafka.WithCommitInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ka, err := a.Consume(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := b.Consume(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	group := a.Topic() + "/shared"
+	members := func() int {
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return -1
+		}
+		return len(gs[group].Members)
+	}
+	channeltest.Eventually(t, 30*time.Second, "both replicas joined the group", func() bool {
+		return ka.(channel.Joiner).Joined() && kb.(channel.Joiner).Joined() && members() == 2
+	})
+	if err := a.Remove(ctx, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	if n := members(); n != 1 {
+		t.Fatalf("after one replica removed the subscription the group has %d members, want 1 (kept)", n)
+	}
+	if err := a.Publish(ctx, []channel.Envelope{{Event: ev("after-remove"), Subscriptions: []string{"shared"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if id := channeltest.ReceiveN(t, kb, 1, 30*time.Second)[0].Event().ID; id != "after-remove" {
+		t.Fatalf("the replica that kept the subscription got %s", id)
+	}
+	if err := b.Remove(ctx, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gs[group]; ok {
+		t.Errorf("group %s still listed after the last replica removed the subscription", group)
+	}
+}

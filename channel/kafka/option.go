@@ -15,8 +15,13 @@ const (
 	DefaultTopicPrefix = "sluice"
 	// DefaultPartitions is the partition count of topics this package creates.
 	DefaultPartitions = 8
-	// DefaultReplicationFactor is the replication factor of topics this package creates.
-	DefaultReplicationFactor = 1
+	// DefaultReplicationFactor is the replication factor of topics this package creates:
+	// 0, the cluster's default.replication.factor.
+	DefaultReplicationFactor = 0
+	// minInSyncReplicas is the min.insync.replicas of a topic this package creates with a
+	// replication factor of 3 or more: with acks=all a record is acknowledged only once
+	// two replicas hold it, so losing one broker loses no acknowledged event.
+	minInSyncReplicas = "2"
 	// DefaultCommitInterval is how often settled offsets are committed.
 	DefaultCommitInterval = 500 * time.Millisecond
 	// DefaultLagInterval is how often consumer lag is refreshed from the cluster.
@@ -76,8 +81,8 @@ func (c *config) validate() error {
 	if c.partitions < 1 {
 		errs = append(errs, fmt.Errorf("WithPartitions: %d, want at least 1", c.partitions))
 	}
-	if c.replication < 1 {
-		errs = append(errs, fmt.Errorf("WithReplicationFactor: %d, want at least 1", c.replication))
+	if c.replication < 0 {
+		errs = append(errs, fmt.Errorf("WithReplicationFactor: %d, want at least 1 (or 0: the cluster's default)", c.replication))
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithCommitInterval: %s, want a positive duration", c.commitInterval))
@@ -112,12 +117,15 @@ func WithTopic(name string) Option { return func(c *config) { c.topic = name } }
 
 // WithPartitions sets the partition count of the topic when this package creates it,
 // default DefaultPartitions. An existing topic is used as it is. Partitions bound how
-// many replicas can share a subscription (one consumer per partition).
+// many replicas can share a subscription (one consumer per partition): a topic of one
+// partition is read by one replica only, and New logs a warning saying so.
 func WithPartitions(n int32) Option { return func(c *config) { c.partitions = n } }
 
 // WithReplicationFactor sets the replication factor of the topic when this package
-// creates it, default DefaultReplicationFactor (a single-node cluster). Use 3 in
-// production.
+// creates it. Default DefaultReplicationFactor, 0: the cluster's default.replication.factor
+// (set it to 3, with min.insync.replicas=2, on a cluster of 3 or more brokers). A topic
+// created with a factor of 3 or more set here gets min.insync.replicas=2, so an acks=all
+// write is held by two brokers before Publish returns.
 func WithReplicationFactor(n int16) Option { return func(c *config) { c.replication = n } }
 
 // WithCommitInterval sets how often each consumer commits its settled offsets, default

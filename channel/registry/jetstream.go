@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +20,7 @@ type jetstreamBackend struct {
 	natsURL  string
 	maxBytes bytesize.Size
 	ackWait  time.Duration
+	replicas int
 
 	js *jetstream.Backend
 }
@@ -27,6 +29,7 @@ func (j *jetstreamBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&j.dataDir, "data-dir", "", "directory of the embedded JetStream server's files (jetstream channel)")
 	fs.StringVar(&j.natsURL, "nats-url", "", "use this external NATS cluster for the jetstream channel instead of the embedded server")
 	fs.Var(&j.maxBytes, "jetstream-max-bytes", "bytes one broker's JetStream stream may hold; when full, ingress answers 429 (default: unlimited, up to the disk)")
+	fs.IntVar(&j.replicas, "jetstream-replicas", 0, "servers of the NATS cluster holding each broker's stream (1-5); above 1 a quorum stores each event before its 202 (default: 1 embedded, min(3, cluster size) with --nats-url)")
 	fs.DurationVar(&j.ackWait, "jetstream-ack-wait", jetstream.DefaultAckWait, "after a crash, how long JetStream waits before redelivering the events a dead process held")
 }
 
@@ -35,8 +38,14 @@ func (j *jetstreamBackend) needs() string {
 }
 
 func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
+	if j.replicas < 0 || j.replicas > 5 {
+		return false, fmt.Errorf("--jetstream-replicas %d: want 1 to 5 (0: automatic)", j.replicas)
+	}
 	if j.dataDir == "" && j.natsURL == "" {
 		return false, nil
+	}
+	if j.replicas > 1 && j.natsURL == "" {
+		return false, fmt.Errorf("--jetstream-replicas %d: the embedded server is one node; replicas need --nats-url", j.replicas)
 	}
 	opts := []jetstream.Option{jetstream.WithAckWait(j.ackWait)}
 	if e.reg != nil {
@@ -51,11 +60,15 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 		return false, err
 	}
 	j.js = js
+	if j.replicas == 0 { // automatic: R3 on a cluster of 3 or more, else one per server
+		j.replicas = min(3, js.ClusterSize())
+	}
+	e.log.Info("jetstream: stream replicas", "replicas", j.replicas, "cluster_size", js.ClusterSize())
 	return true, nil
 }
 
 func (j *jetstreamBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
-	return j.js.New(ctx, b.Key())
+	return j.js.New(ctx, b.Key(), jetstream.WithReplicas(j.replicas))
 }
 
 func (j *jetstreamBackend) close(ctx context.Context) error { return j.js.Close(ctx) }

@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,21 +18,37 @@ import (
 // kafkaBackend opens one topic per broker on the cluster at --kafka-brokers; each
 // channel has its own client.
 type kafkaBackend struct {
-	brokers string
+	brokers     string
+	partitions  int
+	replication int
 
 	seeds []string
 	log   *slog.Logger
 	reg   prometheus.Registerer
 }
 
+// newKafkaBackend returns the backend with its defaults, which hold when its flags are
+// not registered too.
+func newKafkaBackend() *kafkaBackend {
+	return &kafkaBackend{partitions: kafka.DefaultPartitions, replication: kafka.DefaultReplicationFactor}
+}
+
 func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.brokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
+	fs.IntVar(&k.partitions, "kafka-partitions", k.partitions, "partitions of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.partitions) says; they bound how many replicas share a trigger")
+	fs.IntVar(&k.replication, "kafka-replication-factor", k.replication, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: the cluster's default.replication.factor)")
 }
 
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
 
 func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
 	k.log, k.reg = e.log, e.reg // also for brokers that name their own cluster
+	if k.partitions < 1 || k.partitions > math.MaxInt32 {
+		return false, fmt.Errorf("--kafka-partitions %d: want at least 1", k.partitions)
+	}
+	if k.replication < 0 || k.replication > math.MaxInt16 {
+		return false, fmt.Errorf("--kafka-replication-factor %d: want at least 1 (0: the cluster's default)", k.replication)
+	}
 	if k.brokers == "" {
 		return false, nil
 	}
@@ -54,12 +72,14 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 	if k.reg != nil {
 		opts = append(opts, kafka.WithRegisterer(k.reg))
 	}
-	if b.Partitions > 0 { // a KafkaChannel's spec.numPartitions
-		opts = append(opts, kafka.WithPartitions(int32(b.Partitions)))
+	parts, rf := k.partitions, k.replication
+	if b.Partitions > 0 { // a KafkaChannel's spec.numPartitions, a ConfigMap's default.topic.partitions
+		parts = b.Partitions
 	}
 	if b.ReplicationFactor > 0 {
-		opts = append(opts, kafka.WithReplicationFactor(int16(b.ReplicationFactor)))
+		rf = b.ReplicationFactor
 	}
+	opts = append(opts, kafka.WithPartitions(int32(parts)), kafka.WithReplicationFactor(int16(rf)))
 	if b.KafkaTopic != "" { // kafka.eventing.knative.dev/external.topic
 		opts = append(opts, kafka.WithTopic(b.KafkaTopic))
 	}

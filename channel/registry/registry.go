@@ -55,7 +55,7 @@ func backends() []entry {
 	return []entry{
 		{config.ChannelMemory, &memoryBackend{}},
 		{config.ChannelJetStream, &jetstreamBackend{}},
-		{config.ChannelKafka, &kafkaBackend{}},
+		{config.ChannelKafka, newKafkaBackend()},
 		{config.ChannelKinesis, &kinesisBackend{}},
 	}
 }

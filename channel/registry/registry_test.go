@@ -52,6 +52,10 @@ func TestStartChecksFlags(t *testing.T) {
 		{"jetstream unconfigured", []string{"--channel", "jetstream"}, nil, "--channel jetstream needs --data-dir DIR (embedded NATS server) or --nats-url URL"},
 		{"jetstream both", []string{"--data-dir", "/nonexistent", "--nats-url", "nats://127.0.0.1:1"}, nil, "not both"},
 		{"bad size", []string{"--jetstream-max-bytes", "0"}, nil, "not a positive size"},
+		{"jetstream replicas embedded", []string{"--data-dir", "/nonexistent", "--jetstream-replicas", "3"}, nil, "--jetstream-replicas 3: the embedded server is one node; replicas need --nats-url"},
+		{"jetstream replicas range", []string{"--jetstream-replicas", "7"}, nil, "--jetstream-replicas 7: want 1 to 5"},
+		{"kafka partitions", []string{"--kafka-partitions", "0"}, nil, "--kafka-partitions 0: want at least 1"},
+		{"kafka replication", []string{"--kafka-replication-factor", "-1"}, nil, "--kafka-replication-factor -1: want at least 1"},
 		{"bad memory limit", nil, []Option{WithMemoryLimit(0)}, "WithMemoryLimit(0): want > 0"},
 	}
 	for _, tt := range tests {
@@ -210,5 +214,17 @@ func TestOpenKafka(t *testing.T) {
 	roundTrip(t, ch)
 	if err := ch.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestStartWithoutFlags: a registry whose flags were never registered (a program that
+// embeds Sluice's broker) starts with every backend's defaults.
+func TestStartWithoutFlags(t *testing.T) {
+	r := New()
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start without flags: %v", err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

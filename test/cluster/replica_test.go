@@ -1,0 +1,394 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// replica is one running `sluice serve`.
+type replica struct {
+	t      *testing.T
+	n      int
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT
+	logs   *syncBuffer
+	exited chan error
+	dead   atomic.Bool
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startReplica runs `sluice serve` on a free port with args and waits until /readyz
+// answers 200. It is stopped with SIGTERM when the test ends, if still running.
+func startReplica(t *testing.T, n int, args ...string) *replica {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{t: t, n: n, cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = r.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok && !sent {
+				urls <- u
+				sent = true
+			}
+		}
+	}()
+	go func() { r.exited <- cmd.Wait() }()
+	select {
+	case u := <-urls:
+		i := strings.Index(u[len("http://"):], "/")
+		r.base = u[:len("http://")+i]
+	case err := <-r.exited:
+		t.Fatalf("replica %d exited before serving: %v\n%s", n, err, r.logs)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("replica %d did not print its ingest URL in 30s\n%s", n, r.logs)
+	}
+	t.Cleanup(func() {
+		if !r.dead.Load() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("replica %d logs:\n%s", n, r.logs)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(r.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %d not ready in 30s\n%s", n, r.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (r *replica) kill() {
+	r.dead.Store(true)
+	_ = r.cmd.Process.Kill()
+	<-r.exited
+}
+
+// metric sums the samples of the Prometheus metric lines starting with prefix; -1 when
+// the replica does not answer.
+func (r *replica) metric(prefix string) float64 {
+	resp, err := http.Get(r.base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, prefix) {
+			var v float64
+			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// fault is something done to the system mid-load: at After from the start of the load.
+type fault struct {
+	After time.Duration
+	Name  string
+	Do    func(t *testing.T, replicas []*replica)
+}
+
+// killReplica is the fault that kills replica i with SIGKILL.
+func killReplica(i int) func(*testing.T, []*replica) {
+	return func(_ *testing.T, rs []*replica) { rs[i].kill() }
+}
+
+// replicaTest is one run: Replicas `sluice serve` processes with Args, a trigger whose
+// subscriber records every delivery (taking Latency each, so that replicas hold events
+// in flight when killed), Rate events/s of 2 KiB for Load spread over the live replicas,
+// and Faults applied during the load.
+type replicaTest struct {
+	Namespace string
+	Args      []string
+	Replicas  int
+	Rate      int
+	Load      time.Duration
+	Latency   time.Duration
+	Faults    []fault
+	// Recovery bounds the wait, after the load, for every accepted event to arrive.
+	Recovery time.Duration
+}
+
+// run runs rt and checks that every event that got a 202 from any replica was
+// delivered (duplicates allowed and counted). It logs accepted, delivered, duplicates,
+// and per fault the takeover time (from the fault until the last delivery of an event
+// accepted before it: the redelivery of what a killed replica held) and the ingress gap
+// (the longest time without a 202 after it). It returns the replicas.
+func (rt replicaTest) run(t *testing.T) []*replica {
+	type delivery struct {
+		n           int
+		first, last time.Time
+	}
+	var (
+		rmu sync.Mutex
+		got = map[int]*delivery{}
+	)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.Atoi(r.Header.Get("ce-id"))
+		if err != nil {
+			http.Error(w, "bad ce-id", http.StatusBadRequest)
+			return
+		}
+		time.Sleep(rt.Latency)
+		rmu.Lock()
+		d := got[id]
+		if d == nil {
+			d = &delivery{first: time.Now()}
+			got[id] = d
+		}
+		d.n++
+		d.last = time.Now()
+		rmu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer recv.Close()
+
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	yaml := fmt.Sprintf(`apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: default, namespace: %[1]s}
+spec:
+  delivery: {retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Trigger
+metadata: {name: shared, namespace: %[1]s}
+spec:
+  broker: default
+  subscriber: {uri: %[2]q}
+`, rt.Namespace, recv.URL)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--config", cfg, "--shutdown-timeout", "5s"}, rt.Args...)
+	replicas := make([]*replica, rt.Replicas)
+	for i := range replicas {
+		replicas[i] = startReplica(t, i+1, args...)
+	}
+	path := "/" + rt.Namespace + "/default"
+
+	// The load: rate events/s from a pool of workers fed by a ticker; event id goes to
+	// replica id%N first and, like a load balancer, to the next live one when refused.
+	data := bytes.Repeat([]byte("x"), 2048)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
+	var (
+		amu      sync.Mutex
+		accepted = map[int]time.Time{} // id -> when its 202 came
+		nextID   atomic.Int64
+		sent     atomic.Int64
+		failed   atomic.Int64
+	)
+	post := func(id int) {
+		sent.Add(1)
+		for k := range rt.Replicas {
+			r := replicas[(id+k)%rt.Replicas]
+			if r.dead.Load() {
+				continue
+			}
+			req, _ := http.NewRequest(http.MethodPost, r.base+path, bytes.NewReader(data))
+			req.Header.Set("ce-specversion", "1.0")
+			req.Header.Set("ce-id", strconv.Itoa(id))
+			req.Header.Set("ce-source", "/cluster-test")
+			req.Header.Set("ce-type", "io.sluice.cluster")
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := client.Do(req)
+			if err != nil {
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusAccepted {
+				amu.Lock()
+				accepted[id] = time.Now()
+				amu.Unlock()
+				return
+			}
+		}
+		failed.Add(1)
+	}
+	start := time.Now()
+	faultAt := make([]time.Time, len(rt.Faults))
+	var fwg sync.WaitGroup
+	fwg.Go(func() {
+		for i, f := range rt.Faults {
+			time.Sleep(time.Until(start.Add(f.After)))
+			faultAt[i] = time.Now()
+			t.Logf("%s: %s", time.Since(start).Round(time.Millisecond), f.Name)
+			f.Do(t, replicas)
+		}
+	})
+	func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rt.Load)
+		defer cancel()
+		ids := make(chan int, rt.Rate)
+		var wg sync.WaitGroup
+		for range 256 {
+			wg.Go(func() {
+				for id := range ids {
+					post(id)
+				}
+			})
+		}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				for range rt.Rate / 100 {
+					select {
+					case ids <- int(nextID.Add(1)):
+					default: // workers saturated: not sent rather than queued
+					}
+				}
+			}
+		}
+		close(ids)
+		wg.Wait()
+	}()
+	fwg.Wait()
+	loadEnd := time.Now()
+	amu.Lock()
+	total := len(accepted)
+	amu.Unlock()
+	perSecond := make([]int, int(rt.Load/time.Second)+1)
+	amu.Lock()
+	for _, at := range accepted {
+		if i := int(at.Sub(start) / time.Second); i >= 0 && i < len(perSecond) {
+			perSecond[i]++
+		}
+	}
+	amu.Unlock()
+	t.Logf("load: %d sent over %s, %d accepted (per second: %v), %d refused by every live replica",
+		sent.Load(), rt.Load, total, perSecond, failed.Load())
+	if total < rt.Rate*int(rt.Load/time.Second)/4 {
+		t.Fatalf("only %d events accepted of %d sent", total, sent.Load())
+	}
+
+	deadline := loadEnd.Add(rt.Recovery)
+	for {
+		rmu.Lock()
+		amu.Lock()
+		missing, dups, delivered := 0, 0, 0
+		for id := range accepted {
+			if got[id] == nil {
+				missing++
+			}
+		}
+		for _, d := range got {
+			delivered++
+			dups += d.n - 1
+		}
+		if missing == 0 {
+			takeovers := make([]string, len(rt.Faults))
+			for i, f := range rt.Faults {
+				// takeover: from the fault until the last delivery (first or again) of an
+				// event accepted before it; the ingress gap: the longest time without a 202
+				// in the 20 s after it.
+				var last time.Time
+				var after []time.Time
+				for id, at := range accepted {
+					if at.Before(faultAt[i]) && got[id].last.After(last) {
+						last = got[id].last
+					}
+					if !at.Before(faultAt[i]) && at.Before(faultAt[i].Add(20*time.Second)) {
+						after = append(after, at)
+					}
+				}
+				slices.SortFunc(after, time.Time.Compare)
+				gap, prev := time.Duration(0), faultAt[i]
+				for _, at := range after {
+					gap, prev = max(gap, at.Sub(prev)), at
+				}
+				takeovers[i] = fmt.Sprintf("%s: takeover %s, ingress gap %s", f.Name,
+					max(0, last.Sub(faultAt[i])).Round(10*time.Millisecond), gap.Round(10*time.Millisecond))
+			}
+			amu.Unlock()
+			rmu.Unlock()
+			var shares []string
+			for _, r := range replicas {
+				if !r.dead.Load() {
+					shares = append(shares, fmt.Sprintf("replica %d: %.0f", r.n, r.metric("sluice_delivery_delivered_total")))
+				}
+			}
+			t.Logf("RESULT accepted=%d delivered=%d duplicates=%d lost=0 all delivered %s after the load; %s; deliveries by live replicas: %s",
+				total, delivered, dups, time.Since(loadEnd).Round(10*time.Millisecond), strings.Join(takeovers, ", "), strings.Join(shares, ", "))
+			for _, r := range replicas {
+				if !r.dead.Load() && r.metric("sluice_delivery_delivered_total") <= 0 {
+					t.Errorf("replica %d delivered nothing: the trigger's work is not shared", r.n)
+				}
+			}
+			return replicas
+		}
+		amu.Unlock()
+		rmu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("LOST: %d of %d accepted events never delivered within %s of the load's end (%d duplicates)",
+				missing, total, rt.Recovery, dups)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
