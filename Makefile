@@ -73,10 +73,17 @@ bench: build
 unit:
 	$(GO) test -count=1 ./...
 
-# fuzz runs each fuzz target briefly; new interesting inputs land in testdata/fuzz.
+# fuzz runs each fuzz target for FUZZTIME; new interesting inputs land in the fuzz cache
+# (copy them to the package's testdata/fuzz/<Target> to keep them). Every target's
+# committed corpus also runs as plain tests in make test.
 FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
+	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis
 fuzz:
-	$(GO) test -run XX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./event/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
+		$(GO) test -run XX -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t#*:}; \
+	done
 
 clean:
 	rm -rf bin
