@@ -32,6 +32,7 @@ type EmbeddedOption func(*embeddedConfig)
 type embeddedConfig struct {
 	listen string
 	logger *slog.Logger
+	sync   Sync
 }
 
 // WithListen makes the embedded server also accept network clients on addr
@@ -55,6 +56,9 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 	if dataDir == "" {
 		return nil, errors.New("jetstream: embedded server needs a data directory")
 	}
+	if _, err := ParseSync(string(cfg.sync)); cfg.sync != "" && err != nil {
+		return nil, fmt.Errorf("jetstream: WithSync: %w", err)
+	}
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("jetstream: data directory: %w", err)
 	}
@@ -66,6 +70,7 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 		MaxPayload:      DefaultMaxPayload,
 		NoSigs:          true,
 		NoSystemAccount: true,
+		SyncAlways:      cfg.sync == SyncAlways,
 	}
 	if cfg.listen != "" {
 		host, port, err := net.SplitHostPort(cfg.listen)

@@ -19,6 +19,7 @@ type jetstreamBackend struct {
 	natsURL  string
 	maxBytes bytesize.Size
 	ackWait  time.Duration
+	sync     string
 
 	js *jetstream.Backend
 }
@@ -27,6 +28,7 @@ func (j *jetstreamBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&j.dataDir, "data-dir", "", "directory of the embedded JetStream server's files (jetstream channel)")
 	fs.StringVar(&j.natsURL, "nats-url", "", "use this external NATS cluster for the jetstream channel instead of the embedded server")
 	fs.Var(&j.maxBytes, "jetstream-max-bytes", "bytes one broker's JetStream stream may hold; when full, ingress answers 429 (default: unlimited, up to the disk)")
+	fs.StringVar(&j.sync, "jetstream-sync", string(jetstream.SyncInterval), "when the embedded JetStream server fsyncs: interval (a 202 survives a process crash; NATS syncs every 2 minutes) or always (also a power loss, one fsync per write); see docs/reliability.md")
 	fs.DurationVar(&j.ackWait, "jetstream-ack-wait", jetstream.DefaultAckWait, "after a crash, how long JetStream waits before redelivering the events a dead process held")
 }
 
@@ -38,6 +40,10 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 	if j.dataDir == "" && j.natsURL == "" {
 		return false, nil
 	}
+	sync, err := syncOption(j.sync, j.natsURL)
+	if err != nil {
+		return false, err
+	}
 	opts := []jetstream.Option{jetstream.WithAckWait(j.ackWait)}
 	if e.reg != nil {
 		opts = append(opts, jetstream.WithRegisterer(e.reg))
@@ -46,7 +52,8 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 		opts = append(opts, jetstream.WithMaxBytes(int64(j.maxBytes)))
 	}
 	js, err := jetstream.OpenBackend(ctx, jetstream.WithDataDir(j.dataDir), jetstream.WithURL(j.natsURL),
-		jetstream.WithBackendLogger(e.log), jetstream.WithChannelOptions(opts...))
+		jetstream.WithBackendLogger(e.log), jetstream.WithChannelOptions(opts...),
+		jetstream.WithEmbeddedOptions(sync...))
 	if err != nil {
 		return false, err
 	}
