@@ -37,6 +37,9 @@ func TestSoak(t *testing.T) {
 		rate = v
 	}
 	toggle, restartEvery, sampleEvery := time.Minute, 5*time.Minute, 10*time.Second
+	if total < 30*time.Minute { // a short run keeps the ratios: 30 toggles and 6 restarts per run
+		toggle, restartEvery = total/30, total/6
+	}
 
 	sub := newSoakSubscriber(t)
 	px := newProxy(t, "soak-subscriber", "127.0.0.1:0", sub.addr)
@@ -123,7 +126,7 @@ loop:
 		Note: fmt.Sprintf("slopes: RSS %+.1f MiB/h, goroutines %+.1f/h, fds %+.1f/h", sl.RSSMiBPerHour, sl.GoroutinesPerHour, sl.FDsPerHour)}
 	record(t, r)
 	if dir := os.Getenv("SLUICE_SOAK_DIR"); dir != "" {
-		if err := writeSoakReport(dir, total, rate, r, sl, samples); err != nil {
+		if err := writeSoakReport(dir, total, toggle, restartEvery, rate, r, sl, samples); err != nil {
 			t.Errorf("soak report: %v", err)
 		}
 	}
@@ -373,7 +376,7 @@ func (s *soakSubscriber) missing(l *soakLoader) int {
 
 // writeSoakReport writes README.md (the result, the slopes, the events), samples.csv and
 // PNG plots drawn by loadtest/report into dir.
-func writeSoakReport(dir string, total time.Duration, rate int, r result, sl soakSlopes, samples []soakSample) error {
+func writeSoakReport(dir string, total, toggle, restartEvery time.Duration, rate int, r result, sl soakSlopes, samples []soakSample) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -418,9 +421,13 @@ func writeSoakReport(dir string, total time.Duration, rate int, r result, sl soa
 		}
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "# Soak: jetstream channel, %s at %d events/s\n\n", total, rate)
+	label := ""
+	if total < 30*time.Minute {
+		label = " — SHORT RUN (make faults runs 30m)"
+	}
+	fmt.Fprintf(&md, "# Soak: jetstream channel, %s at %d events/s%s\n\n", total, rate, label)
 	fmt.Fprintf(&md, "`SLUICE_SOAK=%s SLUICE_SOAK_RATE=%d go test -run TestSoak -timeout 0 ./test/faults/` (make faults runs 30m). ", total, rate)
-	md.WriteString("A toxic on the Sluice→subscriber path is switched on for a minute and off for the next (latency, bandwidth, reset_peer, slicer, timeout in turn); the subscriber is restarted (down 2 s) every 5 minutes; RSS, goroutines and open file descriptors are sampled every 10 s. Other jobs shared the machine's 2 cores.\n\n")
+	fmt.Fprintf(&md, "A toxic on the Sluice→subscriber path is switched on for %s and off for the next %s (latency, bandwidth, reset_peer, slicer, timeout in turn); the subscriber is restarted (down 2 s) every %s; RSS, goroutines and open file descriptors are sampled every 10 s. Other jobs shared the machine's 2 cores.\n\n", toggle, toggle, restartEvery)
 	md.WriteString("| sent | accepted | refused | delivered | duplicates | lost | drain after load |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(&md, "| %d | %d | %s | %d | %d | %d | %.1f s |\n\n", r.Sent, r.Accepted, dash(r.Refused), r.Delivered, r.Duplicates, r.Lost, r.RecoveryS)
 	md.WriteString("Slopes (least squares over the samples after the first fifth, per hour):\n\n| RSS | goroutines | open fds |\n| ---: | ---: | ---: |\n")
