@@ -76,12 +76,15 @@ func TestRestartNATS(t *testing.T) {
 }
 
 // TestRestartKafka stops and restarts a single-node Kafka (same ports, same log dir)
-// under load.
+// under load; ingress and the consumers must be back within 15 s of Kafka serving.
 func TestRestartKafka(t *testing.T) {
 	k := startKafka(t, 0)
 	s := newSink(t)
 	ns := fmt.Sprintf("restart%d", time.Now().UnixNano())
 	cfg := writeConfig(t, brokerYAML(ns, retrying, [2]string{"sub", s.URL}))
 	b := startSluice(t, "--config", cfg, "--channel", "kafka", "--kafka-brokers", k.addr())
-	restartRun(t, "Kafka", b.base+"/"+ns+"/default", 200, s, b, k.stop, k.start)
+	r := restartRun(t, "Kafka", b.base+"/"+ns+"/default", 200, s, b, k.stop, k.start)
+	if r.RecoveryS > 15 || r.IngressRecoveryS > 15 {
+		t.Errorf("after Kafka was back: backlog delivered in %.1fs, ingress accepting in %.1fs, want both within 15s", r.RecoveryS, r.IngressRecoveryS)
+	}
 }
