@@ -180,7 +180,7 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	if c.topicReady.Load() {
 		return nil
 	}
-	_, err := c.adm.CreateTopic(ctx, c.cfg.partitions, c.cfg.replication, nil, c.topic)
+	_, err := c.adm.CreateTopic(ctx, c.cfg.partitions, c.cfg.replication, c.cfg.topicConfigs(), c.topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}

@@ -16,7 +16,8 @@ import (
 // kafkaBackend opens one topic per broker on the cluster at --kafka-brokers; each
 // channel has its own client.
 type kafkaBackend struct {
-	brokers string
+	brokers   string
+	minInsync int
 
 	seeds []string
 	log   *slog.Logger
@@ -25,6 +26,7 @@ type kafkaBackend struct {
 
 func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.brokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
+	fs.IntVar(&k.minInsync, "kafka-min-insync-replicas", 0, "min.insync.replicas of the topics Sluice creates (0: the cluster's default); with acks=all, 2 of 3 replicas means a 202 survives losing one broker")
 }
 
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
@@ -59,6 +61,9 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 	}
 	if b.ReplicationFactor > 0 {
 		opts = append(opts, kafka.WithReplicationFactor(int16(b.ReplicationFactor)))
+	}
+	if k.minInsync != 0 {
+		opts = append(opts, kafka.WithMinInsyncReplicas(int16(k.minInsync)))
 	}
 	if b.KafkaTopic != "" { // kafka.eventing.knative.dev/external.topic
 		opts = append(opts, kafka.WithTopic(b.KafkaTopic))
