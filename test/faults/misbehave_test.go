@@ -285,7 +285,8 @@ func TestMisbehavingSubscribers(t *testing.T) {
 
 	// Every misbehaving trigger's events reach their outcome.
 	for i, m := range ms {
-		deadline := time.Now().Add(90 * time.Second)
+		// At an in-flight limit of 1, 3 attempts of 1 s each per event (see badRate).
+		deadline := time.Now().Add(30*time.Second + time.Duration(len(badAccepted))*3500*time.Millisecond)
 		var got int
 		var codes map[string]int
 		for time.Now().Before(deadline) {
