@@ -10,7 +10,7 @@ ADDR ?= :8080
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test deps lint unit fuzz bench clean
+.PHONY: all build run test deps lint unit fuzz bench faults clean
 
 all: build
 
@@ -70,14 +70,40 @@ bench: build
 	fi; \
 	$(GO) run ./scripts/benchsuite --sluice $(BIN) $(BENCHFLAGS)
 
+# faults runs the fault-injection suite's long form (test/faults with SLUICE_FAULTS=long:
+# every toxic on every path for 20 s, engines down 20 s, 30 s of misbehaving subscribers,
+# the disk filled), then the soak (SOAK, default 30m, at SOAK_RATE events/s), and writes
+# docs/reliability/README.md (every scenario, from .cache/faults-results.jsonl) and
+# docs/reliability/soak.md (plots).
+# Kafka's jars come from scripts/kafka.sh (started once to resolve them, then stopped).
+SOAK ?= 30m
+SOAK_RATE ?= 1000
+faults: build
+	@set -uo pipefail; \
+	scripts/kafka.sh start >/dev/null && scripts/kafka.sh stop >/dev/null || echo "make faults: Kafka's jars unavailable; the kafka scenarios will skip" >&2; \
+	mkdir -p docs/reliability .cache; out=$(CURDIR)/.cache/faults-results.jsonl; rm -f $$out; \
+	SLUICE_FAULTS=long SLUICE_FAULTS_OUT=$$out SLUICE_SOAK=$(SOAK) SLUICE_SOAK_RATE=$(SOAK_RATE) SLUICE_SOAK_DIR=$(CURDIR)/docs/reliability \
+		$(GO) test -count=1 -timeout 0 -v ./test/faults/ 2>&1 | tee .cache/faults.log; status=$${PIPESTATUS[0]}; \
+	$(GO) run ./test/faults/report -in $$out -out docs/reliability/README.md \
+		-title "Fault injection: long form and $(SOAK) soak" \
+		-intro "\`make faults\` on $$(date -u +%F), 2 shared cores. Soak report: [soak.md](soak.md). Full log: .cache/faults.log."; \
+	exit $$status
+
 # unit runs the tests without starting Kafka (its tests skip, saying why).
 unit:
 	$(GO) test -count=1 ./...
 
-# fuzz runs each fuzz target briefly; new interesting inputs land in testdata/fuzz.
+# fuzz runs each fuzz target for FUZZTIME; new interesting inputs land in the fuzz cache
+# (copy them to the package's testdata/fuzz/<Target> to keep them). Every target's
+# committed corpus also runs as plain tests in make test.
 FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
+	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis
 fuzz:
-	$(GO) test -run XX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./event/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
+		$(GO) test -run XX -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t#*:}; \
+	done
 
 clean:
 	rm -rf bin

@@ -22,8 +22,9 @@ const DefaultMaxPayload = 8 << 20
 // streams under a data directory. Start it once and give every broker's Channel a
 // connection from Connect. Its methods are safe for concurrent use.
 type Embedded struct {
-	srv *server.Server
-	dir string
+	srv  *server.Server
+	dir  string
+	heal *diskHeal
 }
 
 // EmbeddedOption configures StartEmbedded.
@@ -32,6 +33,7 @@ type EmbeddedOption func(*embeddedConfig)
 type embeddedConfig struct {
 	listen string
 	logger *slog.Logger
+	sync   Sync
 }
 
 // WithListen makes the embedded server also accept network clients on addr
@@ -55,6 +57,9 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 	if dataDir == "" {
 		return nil, errors.New("jetstream: embedded server needs a data directory")
 	}
+	if _, err := ParseSync(string(cfg.sync)); cfg.sync != "" && err != nil {
+		return nil, fmt.Errorf("jetstream: WithSync: %w", err)
+	}
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("jetstream: data directory: %w", err)
 	}
@@ -66,6 +71,7 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 		MaxPayload:      DefaultMaxPayload,
 		NoSigs:          true,
 		NoSystemAccount: true,
+		SyncAlways:      cfg.sync == SyncAlways,
 	}
 	if cfg.listen != "" {
 		host, port, err := net.SplitHostPort(cfg.listen)
@@ -85,9 +91,12 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: embedded server: %w", err)
 	}
-	if cfg.logger != nil {
-		srv.SetLoggerV2(serverLogger{cfg.logger}, false, false, false)
+	log := cfg.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	heal := newDiskHeal(srv, dataDir, log)
+	srv.SetLoggerV2(serverLogger{l: log, onError: heal.noteError}, false, false, false)
 	srv.Start()
 	for !srv.ReadyForConnections(100 * time.Millisecond) {
 		if ctx.Err() != nil {
@@ -99,7 +108,8 @@ func StartEmbedded(ctx context.Context, dataDir string, opts ...EmbeddedOption) 
 		srv.Shutdown()
 		return nil, fmt.Errorf("jetstream: embedded server started without JetStream (data directory %s)", dataDir)
 	}
-	return &Embedded{srv: srv, dir: dataDir}, nil
+	heal.start()
+	return &Embedded{srv: srv, dir: dataDir, heal: heal}, nil
 }
 
 // Connect opens an in-process connection to the server. The connection does not try
@@ -129,6 +139,7 @@ func (e *Embedded) DataDir() string { return e.dir }
 // Shutdown stops the server, flushing and closing its stores, and waits for it to finish
 // or ctx to end.
 func (e *Embedded) Shutdown(ctx context.Context) error {
+	e.heal.close()
 	done := make(chan struct{})
 	go func() {
 		e.srv.Shutdown()
@@ -143,8 +154,12 @@ func (e *Embedded) Shutdown(ctx context.Context) error {
 	}
 }
 
-// serverLogger adapts slog to the nats-server Logger interface.
-type serverLogger struct{ l *slog.Logger }
+// serverLogger adapts slog to the nats-server Logger interface; onError also sees every
+// error message (diskHeal watches them).
+type serverLogger struct {
+	l       *slog.Logger
+	onError func(string)
+}
 
 func (s serverLogger) Noticef(f string, v ...any) {
 	s.l.Info(fmt.Sprintf(f, v...), "component", "nats")
@@ -154,7 +169,11 @@ func (s serverLogger) Fatalf(f string, v ...any) {
 	s.l.Error(fmt.Sprintf(f, v...), "component", "nats")
 }
 func (s serverLogger) Errorf(f string, v ...any) {
-	s.l.Error(fmt.Sprintf(f, v...), "component", "nats")
+	msg := fmt.Sprintf(f, v...)
+	s.l.Error(msg, "component", "nats")
+	if s.onError != nil {
+		s.onError(msg)
+	}
 }
 func (s serverLogger) Debugf(f string, v ...any) {
 	s.l.Debug(fmt.Sprintf(f, v...), "component", "nats")

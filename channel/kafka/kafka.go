@@ -186,11 +186,7 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	if rf == 0 {
 		rf = -1 // the cluster's default.replication.factor
 	}
-	var configs map[string]*string
-	if rf >= 3 {
-		configs = map[string]*string{"min.insync.replicas": kadm.StringPtr(minInSyncReplicas)}
-	}
-	resp, err := c.adm.CreateTopic(ctx, c.cfg.partitions, rf, configs, c.topic)
+	resp, err := c.adm.CreateTopic(ctx, c.cfg.partitions, rf, c.cfg.topicConfigs(rf), c.topic)
 	switch {
 	case err == nil:
 		c.cfg.logger.Info("kafka: topic created", "topic", c.topic, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)

@@ -52,6 +52,7 @@ type config struct {
 	topic          string // an existing topic, used as it is
 	partitions     int32
 	replication    int16
+	minInsync      int16 // 0: the cluster's setting
 	commitInterval time.Duration
 	lagInterval    time.Duration
 	logger         *slog.Logger
@@ -83,6 +84,9 @@ func (c *config) validate() error {
 	}
 	if c.replication < 0 {
 		errs = append(errs, fmt.Errorf("WithReplicationFactor: %d, want at least 1 (or 0: the cluster's default)", c.replication))
+	}
+	if c.minInsync < 0 || (c.replication > 0 && c.minInsync > c.replication) {
+		errs = append(errs, fmt.Errorf("WithMinInsyncReplicas: %d, want 0 (the cluster's setting) to the replication factor %d", c.minInsync, c.replication))
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithCommitInterval: %s, want a positive duration", c.commitInterval))
@@ -127,6 +131,12 @@ func WithPartitions(n int32) Option { return func(c *config) { c.partitions = n 
 // created with a factor of 3 or more set here gets min.insync.replicas=2, so an acks=all
 // write is held by two brokers before Publish returns.
 func WithReplicationFactor(n int16) Option { return func(c *config) { c.replication = n } }
+
+// WithMinInsyncReplicas sets the topic's min.insync.replicas when this package creates
+// it, default 0: the cluster's default. Publish uses acks=all, so with replication factor
+// 3 and 2 here a 202 means two brokers have the event: it survives the loss of one
+// broker's machine or disk (docs/reliability.md). An existing topic is used as it is.
+func WithMinInsyncReplicas(n int16) Option { return func(c *config) { c.minInsync = n } }
 
 // WithCommitInterval sets how often each consumer commits its settled offsets, default
 // DefaultCommitInterval. A crash redelivers at most what was settled in the last interval.

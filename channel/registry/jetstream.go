@@ -21,6 +21,7 @@ type jetstreamBackend struct {
 	maxBytes bytesize.Size
 	ackWait  time.Duration
 	replicas int
+	sync     string
 
 	js *jetstream.Backend
 }
@@ -30,6 +31,7 @@ func (j *jetstreamBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&j.natsURL, "nats-url", "", "use this external NATS cluster for the jetstream channel instead of the embedded server")
 	fs.Var(&j.maxBytes, "jetstream-max-bytes", "bytes one broker's JetStream stream may hold; when full, ingress answers 429 (default: unlimited, up to the disk)")
 	fs.IntVar(&j.replicas, "jetstream-replicas", 0, "servers of the NATS cluster holding each broker's stream (1-5); above 1 a quorum stores each event before its 202 (default: 1 embedded, min(3, cluster size) with --nats-url)")
+	fs.StringVar(&j.sync, "jetstream-sync", string(jetstream.SyncInterval), "when the embedded JetStream server fsyncs: interval (a 202 survives a process crash; NATS syncs every 2 minutes) or always (also a power loss, one fsync per write); see docs/reliability.md")
 	fs.DurationVar(&j.ackWait, "jetstream-ack-wait", jetstream.DefaultAckWait, "after a crash, how long JetStream waits before redelivering the events a dead process held")
 }
 
@@ -47,6 +49,10 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 	if j.replicas > 1 && j.natsURL == "" {
 		return false, fmt.Errorf("--jetstream-replicas %d: the embedded server is one node; replicas need --nats-url", j.replicas)
 	}
+	sync, err := syncOption(j.sync, j.natsURL)
+	if err != nil {
+		return false, err
+	}
 	opts := []jetstream.Option{jetstream.WithAckWait(j.ackWait)}
 	if e.reg != nil {
 		opts = append(opts, jetstream.WithRegisterer(e.reg))
@@ -55,7 +61,8 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 		opts = append(opts, jetstream.WithMaxBytes(int64(j.maxBytes)))
 	}
 	js, err := jetstream.OpenBackend(ctx, jetstream.WithDataDir(j.dataDir), jetstream.WithURL(j.natsURL),
-		jetstream.WithBackendLogger(e.log), jetstream.WithChannelOptions(opts...))
+		jetstream.WithBackendLogger(e.log), jetstream.WithChannelOptions(opts...),
+		jetstream.WithEmbeddedOptions(sync...))
 	if err != nil {
 		return false, err
 	}

@@ -21,6 +21,7 @@ type kafkaBackend struct {
 	brokers     string
 	partitions  int
 	replication int
+	minInsync   int
 
 	seeds []string
 	log   *slog.Logger
@@ -37,6 +38,7 @@ func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.brokers, "kafka-brokers", "", "comma-separated host:port seed brokers for the kafka channel")
 	fs.IntVar(&k.partitions, "kafka-partitions", k.partitions, "partitions of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.partitions) says; they bound how many replicas share a trigger")
 	fs.IntVar(&k.replication, "kafka-replication-factor", k.replication, "replication factor of a topic the kafka channel creates, unless its KafkaChannel or ConfigMap (default.topic.replication.factor) says (0: the cluster's default.replication.factor)")
+	fs.IntVar(&k.minInsync, "kafka-min-insync-replicas", 0, "min.insync.replicas of the topics Sluice creates (0: 2 on topics of 3 or more replicas, else the cluster's default); with acks=all, 2 of 3 replicas means a 202 survives losing one broker")
 }
 
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
@@ -80,6 +82,9 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 		rf = b.ReplicationFactor
 	}
 	opts = append(opts, kafka.WithPartitions(int32(parts)), kafka.WithReplicationFactor(int16(rf)))
+	if k.minInsync != 0 {
+		opts = append(opts, kafka.WithMinInsyncReplicas(int16(k.minInsync)))
+	}
 	if b.KafkaTopic != "" { // kafka.eventing.knative.dev/external.topic
 		opts = append(opts, kafka.WithTopic(b.KafkaTopic))
 	}

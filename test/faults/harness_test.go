@@ -1,0 +1,515 @@
+// Package faults injects faults on purpose into a running sluice binary and checks that
+// every event it accepted (202) still arrives: a real TCP proxy (Shopify's toxiproxy, run
+// in this process) between Sluice and its engine or its subscribers, engine restarts,
+// misbehaving subscribers. Each scenario records sent / accepted / delivered /
+// duplicates / recovery time; with SLUICE_FAULTS_OUT=FILE the records are appended to
+// FILE as JSON lines (make faults turns them into docs/reliability/).
+//
+//	go test ./test/faults/                       # the short form (make test)
+//	SLUICE_FAULTS=long go test ./test/faults/    # longer faults, every toxic on every path
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Binaries built once by TestMain.
+var sluiceBin, natsdBin string
+
+// long is true under SLUICE_FAULTS=long: faults last longer and every toxic runs on
+// every path.
+var long = os.Getenv("SLUICE_FAULTS") == "long"
+
+func TestMain(m *testing.M) {
+	zerolog.SetGlobalLevel(zerolog.Disabled) // toxiproxy's toxics log every interruption at trace level
+	dir, err := os.MkdirTemp("", "sluice-faults")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	natsdBin = filepath.Join(dir, "natsd")
+	for bin, pkg := range map[string]string{sluiceBin: "../../cmd/sluice", natsdBin: "./natsd"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a process a test started; it is stopped (SIGTERM, then SIGKILL) when the test
+// ends if still running.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan struct{}
+	lines  chan string // stdout lines, for the first few that tell readiness
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	// Killed with this test process if it dies first, so nothing it started outlives it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &proc{t: t, name: name, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{}), lines: make(chan string, 16)}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			fmt.Fprintln(p.logs, sc.Text())
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.stop(20 * time.Second)
+		if t.Failed() {
+			t.Logf("%s output (last 4 KiB):\n%s", name, tail(p.logs.String(), 4096))
+		}
+	})
+	return p
+}
+
+// waitLine waits for a stdout line starting with prefix and returns the rest of it.
+func (p *proc) waitLine(prefix string, timeout time.Duration) string {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l := <-p.lines:
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest
+			}
+		case <-p.exited:
+			p.t.Fatalf("%s exited before printing %q\n%s", p.name, prefix, tail(p.logs.String(), 4096))
+		case <-deadline:
+			p.t.Fatalf("%s did not print %q within %s\n%s", p.name, prefix, timeout, tail(p.logs.String(), 4096))
+		}
+	}
+}
+
+// stop sends SIGTERM and waits up to timeout, then kills. It is a no-op once exited.
+func (p *proc) stop(timeout time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// sluice is a running `sluice serve`.
+type sluice struct {
+	*proc
+	base string // http://127.0.0.1:PORT
+}
+
+// startSluice runs `sluice serve` on a free port with args and waits until it is ready.
+func startSluice(t *testing.T, args ...string) *sluice {
+	t.Helper()
+	p := startProc(t, "sluice", sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	u := p.waitLine("ingest: ", 30*time.Second)
+	i := strings.Index(u[len("http://"):], "/")
+	s := &sluice{proc: p, base: u[:len("http://")+i]}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(s.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("sluice not ready in 30s\n%s", tail(p.logs.String(), 4096))
+	return nil
+}
+
+// metric sums the samples of the Prometheus metric lines starting with prefix; -1 if
+// /metrics cannot be read.
+func (s *sluice) metric(prefix string) float64 {
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, prefix) {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// usage is the process's resident memory, goroutines and open file descriptors.
+type usage struct {
+	RSS        int64
+	Goroutines int
+	FDs        int
+}
+
+func (s *sluice) usage() usage {
+	var u usage
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				u.RSS = kb << 10
+			}
+		}
+	}
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid)); err == nil {
+		u.FDs = len(fds)
+	}
+	u.Goroutines = int(s.metric("go_goroutines "))
+	return u
+}
+
+// sink is a subscriber that counts deliveries per ce-id. While down is set it answers
+// 503, counting nothing.
+type sink struct {
+	*httptest.Server
+	mu   sync.Mutex
+	got  map[string]int
+	down atomic.Bool
+}
+
+func newSink(t *testing.T) *sink {
+	s := &sink{got: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if s.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		s.mu.Lock()
+		s.got[r.Header.Get("ce-id")]++
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// count reports how many of ids were delivered at least once, and the deliveries of
+// those ids beyond the first.
+func (s *sink) count(ids []string) (delivered, dups int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if n := s.got[id]; n > 0 {
+			delivered++
+			dups += n - 1
+		}
+	}
+	return delivered, dups
+}
+
+// waitAll waits until every id was delivered or timeout passes, and returns how long it
+// took (or the timeout).
+func (s *sink) waitAll(ids []string, timeout time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for {
+		if d, _ := s.count(ids); d == len(ids) {
+			return time.Since(start), true
+		}
+		if time.Since(start) > timeout {
+			return timeout, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loader posts events at a steady rate and remembers which got a 202 and when, and the
+// other answers by status (0: no answer).
+type loader struct {
+	url    string
+	prefix string // ce-id prefix, unique per scenario
+	typ    string // ce-type; default io.sluice.faults
+	rate   int
+	client *http.Client
+
+	mu        sync.Mutex
+	accepted  []acceptance
+	codes     map[int]int
+	noRetry   int // 503s without Retry-After
+	sent      int
+	cancel    context.CancelFunc
+	done      chan struct{}
+	lastError string
+}
+
+type acceptance struct {
+	id string
+	at time.Time
+}
+
+func newLoader(url, prefix string, rate int) *loader {
+	return &loader{url: url, prefix: prefix, rate: rate, codes: map[int]int{},
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 15 * time.Second}}
+}
+
+var payload = bytes.Repeat([]byte("x"), 1024)
+
+// start sends rate events/s from a pool of workers until stop.
+func (l *loader) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	ids := make(chan int, l.rate)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for n := range ids {
+				l.send(n)
+			}
+		})
+	}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		n, start := 0, time.Now()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				due := int(time.Since(start).Seconds() * float64(l.rate))
+				for ; n < due; n++ {
+					select {
+					case ids <- n:
+					default: // every worker busy: not sent, not counted
+					}
+				}
+			}
+		}
+		close(ids)
+		wg.Wait()
+	}()
+}
+
+func (l *loader) send(n int) {
+	id := fmt.Sprintf("%s-%d", l.prefix, n)
+	req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(payload))
+	req.Header.Set("ce-specversion", "1.0")
+	req.Header.Set("ce-id", id)
+	req.Header.Set("ce-source", "/faults")
+	req.Header.Set("ce-type", "io.sluice.faults")
+	if l.typ != "" {
+		req.Header.Set("ce-type", l.typ)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := l.client.Do(req)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent++
+	if err != nil {
+		l.codes[0]++
+		l.lastError = err.Error()
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	l.codes[resp.StatusCode]++
+	switch resp.StatusCode {
+	case http.StatusAccepted:
+		l.accepted = append(l.accepted, acceptance{id, time.Now()})
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusInsufficientStorage:
+		if resp.Header.Get("Retry-After") == "" {
+			l.noRetry++
+		}
+		l.lastError = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	default:
+		l.lastError = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+}
+
+// stop ends the load and waits for the requests in flight.
+func (l *loader) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// acceptedIDs returns the ids accepted before t (all of them for the zero time).
+func (l *loader) acceptedIDs(before time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	for _, a := range l.accepted {
+		if before.IsZero() || a.at.Before(before) {
+			ids = append(ids, a.id)
+		}
+	}
+	return ids
+}
+
+// firstAcceptedAfter is how long after t the first event was accepted, or -1s if none
+// was.
+func (l *loader) firstAcceptedAfter(t time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.accepted {
+		if !a.at.Before(t) {
+			return a.at.Sub(t)
+		}
+	}
+	return -time.Second
+}
+
+// refusals formats the non-202 answers: "503×12 0×3".
+func (l *loader) refusals() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	for code, n := range l.codes {
+		if code != http.StatusAccepted {
+			parts = append(parts, fmt.Sprintf("%d×%d", code, n))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// result is one scenario's outcome, as the report shows it.
+type result struct {
+	Fault      string  `json:"fault"`
+	Path       string  `json:"path"`
+	Sent       int     `json:"sent"`
+	Accepted   int     `json:"accepted"`
+	Refused    string  `json:"refused,omitempty"`
+	Delivered  int     `json:"delivered"`
+	Duplicates int     `json:"duplicates"`
+	Lost       int     `json:"lost"`
+	RecoveryS  float64 `json:"recovery_s"` // fault removed → every event accepted before delivered
+	// IngressRecoveryS is fault removed (or engine back) → first 202; 0 when ingress never
+	// refused.
+	IngressRecoveryS float64 `json:"ingress_recovery_s"`
+	Note             string  `json:"note,omitempty"`
+}
+
+// record logs r and appends it to $SLUICE_FAULTS_OUT when set.
+func record(t *testing.T, r result) {
+	t.Helper()
+	t.Logf("%s / %s: sent %d, accepted %d (refused: %s), delivered %d, duplicates %d, lost %d, backlog delivered %.2fs and ingress accepting %.2fs after recovery %s",
+		r.Path, r.Fault, r.Sent, r.Accepted, r.Refused, r.Delivered, r.Duplicates, r.Lost, r.RecoveryS, r.IngressRecoveryS, r.Note)
+	out := os.Getenv("SLUICE_FAULTS_OUT")
+	if out == "" {
+		return
+	}
+	b, _ := json.Marshal(r)
+	f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("SLUICE_FAULTS_OUT: %v", err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(b, '\n'))
+}
+
+// freePort returns a port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// brokerYAML is broker default in namespace ns with one trigger per name → URL, each
+// retrying with delivery.
+func brokerYAML(ns, delivery string, triggers ...[2]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default, namespace: %s}\nspec:\n  delivery: %s\n", ns, delivery)
+	for _, tr := range triggers {
+		fmt.Fprintf(&b, "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: %s}\nspec:\n  broker: default\n  subscriber: {uri: %q}\n", tr[0], ns, tr[1])
+	}
+	return b.String()
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// retrying is a delivery policy that keeps retrying through any fault these tests make.
+const retrying = "{retry: 10000, backoffPolicy: linear, backoffDelay: PT0.1S, timeout: PT2S}"

@@ -1,0 +1,90 @@
+package faults
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// restartRun runs steady load at rate against url, stops the engine, keeps it down for a
+// while, starts it again (start returns once it serves) and checks: while it is down
+// ingress refuses with 503 and Retry-After (a 202 then must still be delivered), ingress
+// accepts again and the consumers deliver the backlog by themselves after it is back,
+// and no accepted event is lost.
+func restartRun(t *testing.T, engine, url string, rate int, s *sink, b *sluice, stop, start func()) result {
+	t.Helper()
+	down, after := 4*time.Second, 6*time.Second
+	if long {
+		down, after = 20*time.Second, 15*time.Second
+	}
+	l := newLoader(url, fmt.Sprintf("restart-%s-%d", engine, time.Now().UnixNano()), rate)
+	l.start()
+	time.Sleep(2 * time.Second)
+	before := b.usage()
+	stop()
+	time.Sleep(down)
+	start()
+	up := time.Now()
+	backlog := l.acceptedIDs(up)
+	rec := make(chan time.Duration, 1)
+	go func() {
+		d, _ := s.waitAll(backlog, 120*time.Second)
+		rec <- d
+	}()
+	time.Sleep(after)
+	l.stop()
+	recovery := <-rec
+	all := l.acceptedIDs(time.Time{})
+	if _, ok := s.waitAll(all, 120*time.Second); !ok {
+		t.Errorf("%s restart: not every accepted event arrived within 120s", engine)
+	}
+	delivered, dups := s.count(all)
+	r := result{Fault: "restart (down " + down.String() + ")", Path: "sluice→" + engine, Sent: l.sent,
+		Accepted: len(all), Refused: l.refusals(), Delivered: delivered, Duplicates: dups,
+		Lost: len(all) - delivered, RecoveryS: recovery.Seconds(),
+		IngressRecoveryS: l.firstAcceptedAfter(up).Seconds()}
+	afterU := b.usage()
+	r.Note = fmt.Sprintf("RSS %d→%d MiB, goroutines %d→%d, fds %d→%d", before.RSS>>20, afterU.RSS>>20,
+		before.Goroutines, afterU.Goroutines, before.FDs, afterU.FDs)
+	switch {
+	case l.noRetry > 0:
+		t.Errorf("%s restart: %d refusals without Retry-After (last: %s)", engine, l.noRetry, l.lastError)
+	case l.codes[503] == 0:
+		t.Errorf("%s restart: ingress never answered 503 while the engine was down (refused: %s)", engine, r.Refused)
+	case r.IngressRecoveryS < 0:
+		t.Errorf("%s restart: ingress accepted nothing in the %s after the engine was back (last: %s)", engine, after, l.lastError)
+	case r.Lost > 0:
+		t.Errorf("%s restart: %d accepted events lost", engine, r.Lost)
+	}
+	record(t, r)
+	return r
+}
+
+// TestRestartNATS stops and restarts an external NATS server (same port, same store)
+// under load. Messages the server sent to a consumer just before the connection broke
+// are lost in transit and redelivered only after the ack wait, so the backlog must be
+// delivered within --jetstream-ack-wait (5 s here) plus a margin.
+func TestRestartNATS(t *testing.T) {
+	n := startNATS(t, freePort(t), t.TempDir())
+	s := newSink(t)
+	cfg := writeConfig(t, brokerYAML("faults", retrying, [2]string{"sub", s.URL}))
+	b := startSluice(t, "--config", cfg, "--channel", "jetstream", "--nats-url", "nats://"+n.addr, "--jetstream-ack-wait", "5s")
+	r := restartRun(t, "NATS", b.base+"/faults/default", 200, s, b, n.stop, n.start)
+	if r.RecoveryS > 5+5 {
+		t.Errorf("backlog delivered %.1fs after NATS was back, want within the 5s ack wait and 5s of margin", r.RecoveryS)
+	}
+}
+
+// TestRestartKafka stops and restarts a single-node Kafka (same ports, same log dir)
+// under load; ingress and the consumers must be back within 15 s of Kafka serving.
+func TestRestartKafka(t *testing.T) {
+	k := startKafka(t, 0)
+	s := newSink(t)
+	ns := fmt.Sprintf("restart%d", time.Now().UnixNano())
+	cfg := writeConfig(t, brokerYAML(ns, retrying, [2]string{"sub", s.URL}))
+	b := startSluice(t, "--config", cfg, "--channel", "kafka", "--kafka-brokers", k.addr())
+	r := restartRun(t, "Kafka", b.base+"/"+ns+"/default", 200, s, b, k.stop, k.start)
+	if r.RecoveryS > 15 || r.IngressRecoveryS > 15 {
+		t.Errorf("after Kafka was back: backlog delivered in %.1fs, ingress accepting in %.1fs, want both within 15s", r.RecoveryS, r.IngressRecoveryS)
+	}
+}
