@@ -44,6 +44,7 @@ type serveFlags struct {
 	pprof           bool
 	channels        *registry.Registry // --channel and every backend's flags
 	knative         knativeFlags       // --refs, --ref-url-template
+	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
 }
 
 func newServeCmd() *cobra.Command {
@@ -86,6 +87,7 @@ are watched and reloaded without dropping events.`,
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.Flags(fl)
 	f.knative.register(fl)
+	f.observe.register(fl)
 	return cmd
 }
 
@@ -156,6 +158,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
+	obs, err := f.observe.start(log)
+	if err != nil {
+		return err
+	}
+	defer obs.close() // after the server has shut down: its last spans are exported
 	srv, err := broker.NewServer(
 		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
@@ -165,6 +172,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
 		broker.WithFixedInFlight(f.fixedInFlight),
+		broker.WithTracer(obs.tracer),
 	)
 	if err != nil {
 		return err
