@@ -21,7 +21,7 @@ func WithTracer(t trace.Tracer) Option { return func(o *options) { o.tracer = t 
 // ingressSpans are the spans of one request's events: an ingress span and its store
 // child per event.
 type ingressSpans struct {
-	spans []trace.Span // ingress, store, ingress, store, …
+	spans []trace.Span // ingress, store, ingress, store, …; store is nil when not recording
 }
 
 // startIngress starts the spans of evs, received by b at start, and sets each event's
@@ -37,12 +37,14 @@ func (s *Server) startIngress(r *http.Request, b *Broker, evs []*event.Event, st
 		if _, ok := e.Get(tracing.ExtTraceParent); ok {
 			ctx = tracing.FromEvent(r.Context(), e)
 		}
-		attrs := append(tracing.EventAttributes(e), tracing.AttrBroker.String(b.key))
-		ctx, in := tr.Start(ctx, tracing.SpanIngress, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+		ctx, in := tr.Start(ctx, tracing.SpanIngress, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
 		tracing.ToEvent(ctx, e)
-		_, st := tr.Start(ctx, tracing.SpanStore, trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(tracing.AttrBroker.String(b.key), tracing.AttrDurable.Bool(b.durable)))
+		var st trace.Span // only under a span that records: an unsampled trace costs little
+		if in.IsRecording() {
+			in.SetAttributes(append(tracing.EventAttributes(e), tracing.AttrBroker.String(b.key))...)
+			_, st = tr.Start(ctx, tracing.SpanStore, trace.WithSpanKind(trace.SpanKindInternal),
+				trace.WithAttributes(tracing.AttrBroker.String(b.key), tracing.AttrDurable.Bool(b.durable)))
+		}
 		is.spans = append(is.spans, in, st)
 	}
 	return is
@@ -52,6 +54,10 @@ func (s *Server) startIngress(r *http.Request, b *Broker, evs []*event.Event, st
 func (is *ingressSpans) end(err error, status int) {
 	for i := 0; i+1 < len(is.spans); i += 2 {
 		in, st := is.spans[i], is.spans[i+1]
+		if st == nil { // not recording
+			in.End()
+			continue
+		}
 		if err != nil {
 			st.SetStatus(codes.Error, err.Error())
 			in.SetStatus(codes.Error, err.Error())

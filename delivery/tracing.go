@@ -28,11 +28,12 @@ var spanNames = [...]string{phaseDeliver: tracing.SpanDeliver, phaseReply: traci
 // Called only with tracing on.
 func (d *Dispatcher) startAttempt(ctx context.Context, t *resolved, j *job, ev *event.Event, dest *url.URL) (context.Context, *tracing.Headers) {
 	d.endAttempt(j)
-	ctx, j.span = d.tracer.Start(tracing.FromEvent(ctx, ev), spanNames[j.phase],
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(tracing.EventAttributes(ev),
+	ctx, j.span = d.tracer.Start(tracing.FromEvent(ctx, ev), spanNames[j.phase], trace.WithSpanKind(trace.SpanKindProducer))
+	if j.span.IsRecording() { // an unsampled trace costs little
+		j.span.SetAttributes(append(tracing.EventAttributes(ev),
 			tracing.AttrTrigger.String(t.Name), tracing.AttrURL.String(dest.String()),
-			tracing.AttrAttempt.Int(j.attempt+1))...))
+			tracing.AttrAttempt.Int(j.attempt+1))...)
+	}
 	return ctx, tracing.HeadersOf(ctx)
 }
 
