@@ -158,7 +158,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
-	obs, err := f.observe.start(log)
+	obs, err := f.observe.start(log, reg)
 	if err != nil {
 		return err
 	}
@@ -173,6 +173,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithMaxInFlight(f.maxInFlight),
 		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithTracer(obs.tracer),
+		broker.WithDeadLetterHook(obs.ui.DeadLetter),
 	)
 	if err != nil {
 		return err
@@ -191,6 +192,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
+	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
 	hs := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -201,10 +203,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	printIngestURLs(cmd, ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
-	// runServe owns two goroutines, the config watcher and the HTTP server, and waits
-	// for both before it returns.
+	// runServe owns three goroutines, the config watcher, the dashboard's sampler and the
+	// HTTP server, and waits for them before it returns.
 	var bg sync.WaitGroup
 	defer bg.Wait()
+	uiCtx, stopUI := context.WithCancel(context.Background())
+	defer stopUI()
+	bg.Go(func() { obs.ui.Run(uiCtx) }) // samples the metrics for GET /ui until serve returns
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if f.config != "" {

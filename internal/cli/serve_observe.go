@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-broker/sluice/internal/tracing"
+	"github.com/sluice-broker/sluice/ui"
 )
 
 // observeFlags are serve's observability flags: tracing (--otlp-endpoint,
-// --trace-sample-ratio).
+// --trace-sample-ratio). The dashboard (GET /ui) has none: it is always served.
 type observeFlags struct {
 	otlpEndpoint string
 	sampleRatio  float64
@@ -25,15 +28,21 @@ func (o *observeFlags) register(fl *pflag.FlagSet) {
 }
 
 // observers are what serve's observability flags started: the tracer (nil when tracing
-// is off).
+// is off) and the dashboard's monitor.
 type observers struct {
 	tracer trace.Tracer
+	ui     *ui.Monitor
 	close  func() // exports the spans left; call after the broker server has shut down
 }
 
-// start starts tracing when --otlp-endpoint is set.
-func (o *observeFlags) start(log *slog.Logger) (*observers, error) {
-	obs := &observers{close: func() {}}
+// start makes the dashboard's monitor of the metrics of reg, and starts tracing when
+// --otlp-endpoint is set.
+func (o *observeFlags) start(log *slog.Logger, reg prometheus.Gatherer) (*observers, error) {
+	mon, err := ui.New(ui.WithGatherer(reg))
+	if err != nil {
+		return nil, err
+	}
+	obs := &observers{ui: mon, close: func() {}}
 	if o.otlpEndpoint == "" {
 		return obs, nil
 	}
@@ -54,4 +63,17 @@ func (o *observeFlags) start(log *slog.Logger) (*observers, error) {
 		}
 	}
 	return obs, nil
+}
+
+// withUI serves the dashboard (/ui, /ui/snapshot.json) from memory, ahead of next: its
+// requests never wait on ingress work.
+func (obs *observers) withUI(next http.Handler) http.Handler {
+	page := obs.ui.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ui.Handles(r.URL.Path) {
+			page.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
