@@ -52,19 +52,15 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 		d.log.Warn("reply dropped: no replier configured", "id", j.ev.ID, "reply_id", r.ID)
 		return nil, nil
 	}
+	var sp trace.Span
 	if d.tracer != nil {
-		var sp trace.Span
 		ctx, sp = d.traceReply(ctx, t, r)
-		err := d.replier(ctx, r)
-		endSpan(sp, err)
-		if err != nil {
-			tm.replies[replyFailed].Inc()
-			return nil, fmt.Errorf("reply %s not ingested: %w", r.ID, err)
-		}
-		tm.replies[replyIngested].Inc()
-		return nil, nil
 	}
-	if err := d.replier(ctx, r); err != nil {
+	err := d.replier(ctx, r)
+	if sp != nil {
+		endSpan(sp, err)
+	}
+	if err != nil {
 		tm.replies[replyFailed].Inc()
 		return nil, fmt.Errorf("reply %s not ingested: %w", r.ID, err)
 	}
