@@ -3,7 +3,6 @@ package ui
 import (
 	"embed"
 	"net/http"
-	"strings"
 )
 
 //go:embed static/index.html
@@ -12,8 +11,10 @@ var static embed.FS
 // SnapshotPath is where the monitor's snapshot is served, relative to the server root.
 const SnapshotPath = "/ui/snapshot.json"
 
-// Handles reports whether path is one of the monitor's: /ui, or below /ui/.
-func Handles(path string) bool { return path == "/ui" || strings.HasPrefix(path, "/ui/") }
+// Handles reports whether path is one of the monitor's: /ui, /ui/ or /ui/snapshot.json.
+// Any other path under /ui/ stays the ingress's: a broker in a namespace called "ui" keeps
+// its address (except one named "snapshot.json").
+func Handles(path string) bool { return path == "/ui" || path == "/ui/" || path == SnapshotPath }
 
 // Handler serves the dashboard:
 //

@@ -187,6 +187,11 @@ func TestHandler(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want %d %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Content-Type"), tt.status, tt.ctype)
 		}
 	}
+	for path, want := range map[string]bool{"/ui": true, "/ui/": true, "/ui/snapshot.json": true, "/ui/orders": false, "/uix": false, "/": false} {
+		if Handles(path) != want {
+			t.Errorf("Handles(%q) = %v, want %v", path, !want, want)
+		}
+	}
 	if _, err := New(); err == nil || !strings.Contains(err.Error(), "WithGatherer") {
 		t.Errorf("New without a gatherer: %v", err)
 	}
