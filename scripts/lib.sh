@@ -23,11 +23,14 @@ port_free() {
 	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# free_port: print a port in 20000-59999 that nothing listens on.
+# free_port: print a port in 20000-32767 that nothing listens on: below Linux's ephemeral
+# range (32768-60999), where a client connecting to a port before its server binds it (as
+# Kafka's raft client does to its own controller port) can be given that very port as its
+# local one, connect to itself and hold it: the server then fails with "Address already in use".
 free_port() {
 	local p i
 	for i in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12768))
 		if port_free "$p"; then
 			echo "$p"
 			return 0
