@@ -10,7 +10,7 @@ ADDR ?= :8080
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test deps lint unit fuzz bench faults clean
+.PHONY: all build run test deps lint unit fuzz bench faults clean chromium screenshots
 
 all: build
 
@@ -37,7 +37,7 @@ lint: deps
 # happens. test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
 # (scripts/nats-cluster.sh, scripts/kafka.sh start-cluster) once for its kill tests. Under CI=true a dependency that does not start fails the run; elsewhere its
 # tests skip, saying why.
-test: deps lint
+test: deps lint chromium
 	@set -uo pipefail; \
 	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1' EXIT; \
 	if out=$$(scripts/kafka.sh start); then \
@@ -88,6 +88,26 @@ faults: build
 		-title "Fault injection: long form and $(SOAK) soak" \
 		-intro "\`make faults\` on $$(date -u +%F), 2 shared cores. Soak report: [soak.md](soak.md). Full log: .cache/faults.log."; \
 	exit $$status
+
+# chromium installs Debian's chromium with apt-get when no Chrome is on PATH, for the
+# dashboard's browser test (ui). Under CI=true a failed install fails the run; elsewhere
+# the browser test skips, saying why. apt-get is retried while another dpkg holds its lock.
+chromium:
+	@set -uo pipefail; \
+	for b in chromium chromium-browser google-chrome; do command -v $$b >/dev/null && exit 0; done; \
+	sudo=; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	echo "make: installing chromium with apt-get for the browser test" >&2; \
+	for i in 1 2 3 4 5 6; do \
+		if $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; then exit 0; fi; \
+		echo "make: apt-get failed (is another dpkg holding its lock?); retrying in 10 s" >&2; sleep 10; \
+	done; \
+	if [ "$${CI:-}" = true ]; then echo "make test: chromium could not be installed, and CI needs it" >&2; exit 1; fi; \
+	echo "make test: chromium could not be installed; the browser test will skip" >&2
+
+# screenshots reruns the browser test and keeps its screenshots of GET /ui under load and
+# of a bench report in docs/images/ (the README shows them).
+screenshots: chromium
+	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestDashboardInChromium -v ./ui
 
 # unit runs the tests without starting Kafka (its tests skip, saying why).
 unit:

@@ -107,14 +107,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Hold the ingest lock while storing, so Shutdown starts draining only after every
 	// request that passed this check has stored its events or failed.
+	var spans *ingressSpans
+	if s.opts.tracer != nil {
+		spans = s.startIngress(r, b, evs, start)
+	}
 	s.ingestMu.RLock()
 	if s.draining.Load() {
 		s.ingestMu.RUnlock()
+		if spans != nil {
+			spans.end(errShuttingDown, http.StatusServiceUnavailable)
+		}
 		s.rejectShuttingDown(w, b)
 		return
 	}
 	unmatched, err := b.ingest(r.Context(), evs)
 	s.ingestMu.RUnlock()
+	if spans != nil {
+		spans.end(err, storeStatus(err))
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, channel.ErrFull):

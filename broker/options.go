@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/config"
@@ -31,6 +32,8 @@ type options struct {
 	fixedInFlight   bool
 	logger          *slog.Logger
 	registry        prometheus.Registerer
+	tracer          trace.Tracer            // nil: tracing off (tracing.go)
+	deadLetters     delivery.DeadLetterHook // nil: none (deadletters.go)
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,

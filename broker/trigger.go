@@ -158,6 +158,8 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
 		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
+		delivery.WithTracer(b.srv.opts.tracer),
+		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
 	}, extra...)
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)

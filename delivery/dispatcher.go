@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-broker/sluice/channel"
 )
 
@@ -40,6 +42,8 @@ type Dispatcher struct {
 	adaptive     bool
 	maxReply     int64
 	maxPending   int
+	tracer       trace.Tracer   // nil: tracing off
+	dlHook       DeadLetterHook // nil: none
 
 	target atomic.Pointer[resolved]
 	tm     atomic.Pointer[triggerMetrics]

@@ -8,8 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
 // phase is what a job is trying to do.
@@ -33,6 +36,7 @@ type job struct {
 	attempt  int // attempts made in the current phase
 	received time.Time
 	timer    *time.Timer
+	span     trace.Span // the open attempt's span; nil with tracing off
 }
 
 var jobPool = sync.Pool{New: func() any { return new(job) }}
@@ -68,8 +72,12 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		d.release(j)
 		return
 	}
+	var th *tracing.Headers
+	if d.tracer != nil {
+		ctx, th = d.startAttempt(ctx, t, j, j.ev, t.url)
+	}
 	tm.inflight.Inc()
-	o := send(ctx, d.client, t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding)
+	o := send(ctx, d.client, t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th)
 	tm.inflight.Dec()
 	d.lim.release()
 	if ctx.Err() != nil { // shutdown cancelled the attempt: not the subscriber's fault
@@ -77,6 +85,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		return
 	}
 	d.lim.observe(o.latency, o.status, o.timedOut, time.Now())
+	traceOutcome(j, &o)
 	tm.attempts[destSubscriber][resultOf(o.status, o.timedOut)].Inc()
 	j.attempt++
 	if o.ok() {
@@ -107,11 +116,16 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 		d.ingestReply(ctx, t, j)
 		return
 	}
-	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding)
+	var th *tracing.Headers
+	if d.tracer != nil {
+		ctx, th = d.startAttempt(ctx, t, j, j.reply, u)
+	}
+	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th)
 	if ctx.Err() != nil {
 		d.release(j)
 		return
 	}
+	traceOutcome(j, &o)
 	tm.attempts[destReply][resultOf(o.status, o.timedOut)].Inc()
 	j.attempt++
 	if o.ok() {
@@ -150,15 +164,26 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		d.undeliverable(j, j.dls, tm, "no dead-letter sink", false)
 		return
 	}
+	var th *tracing.Headers
+	if d.tracer != nil {
+		ctx, th = d.startAttempt(ctx, t, j, j.dls, t.dls)
+	}
 	if d.deadLetterer != nil {
-		err := d.deadLetterer(ctx, j.dls)
+		dl := j.dls
+		if th != nil { // stored with this attempt as its parent; j.dls stays the next attempt's
+			dl = j.dls.Clone()
+			tracing.ToEvent(ctx, dl)
+		}
+		err := d.deadLetterer(ctx, dl)
 		if ctx.Err() != nil {
 			d.release(j)
 			return
 		}
+		traceOutcome(j, &outcome{err: err})
 		j.attempt++
 		if err == nil {
 			tm.deadLettered.Inc()
+			d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
 			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", t.dls.String())
 			d.settle(j)
 			return
@@ -167,15 +192,17 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		d.failed(ctx, t, j, &o, t.dls, j.dls)
 		return
 	}
-	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding)
+	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th)
 	if ctx.Err() != nil {
 		d.release(j)
 		return
 	}
+	traceOutcome(j, &o)
 	tm.attempts[destDeadLetter][resultOf(o.status, o.timedOut)].Inc()
 	j.attempt++
 	if o.ok() {
 		tm.deadLettered.Inc()
+		d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
 		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", t.dls.String())
 		d.settle(j)
 		return
@@ -196,9 +223,11 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 			wait = p.retryAfterWait(wait, o.retryAfter)
 		}
 		tm.retries.Inc()
+		traceRetry(j, wait)
 		d.schedule(j, wait)
 		return
 	}
+	d.endAttempt(j)
 	if j.phase == phaseDeadLetter {
 		d.undeliverable(j, j.dls, tm, "dead-letter sink failed", true, "status", o.status, "err", o.err)
 		return
@@ -220,11 +249,14 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 // undeliverable logs and counts an event that can go nowhere, then settles its message:
 // never dropped without a trace.
 func (d *Dispatcher) undeliverable(j *job, ev *event.Event, tm *triggerMetrics, why string, sinkFailed bool, args ...any) {
+	outcome := "no_sink"
 	if sinkFailed {
 		tm.sinkFailed.Inc()
+		outcome = "sink_failed"
 	} else {
 		tm.noSink.Inc()
 	}
+	d.noteDeadLetter(d.target.Load().Name, ev, outcome)
 	code, _ := ev.Get(ExtErrorCode)
 	dest, _ := ev.Get(ExtErrorDest)
 	d.log.Warn("event undeliverable: "+why, append([]any{"id", ev.ID, "source", ev.Source, "type", ev.Type,
@@ -234,6 +266,7 @@ func (d *Dispatcher) undeliverable(j *job, ev *event.Event, tm *triggerMetrics, 
 
 // settle acks the message: it was delivered, dead-lettered or logged as undeliverable.
 func (d *Dispatcher) settle(j *job) {
+	d.endAttempt(j)
 	if err := j.msg.Ack(); err != nil {
 		d.log.Warn("ack failed; the channel may deliver the event again", "id", j.ev.ID, "err", err)
 	}
@@ -242,6 +275,7 @@ func (d *Dispatcher) settle(j *job) {
 
 // release gives the message back unsettled (shutdown).
 func (d *Dispatcher) release(j *job) {
+	d.endAttempt(j)
 	tm := d.tm.Load()
 	d.left.Add(1)
 	if j.msg.Release() {

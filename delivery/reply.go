@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
 // handleReply deals with what a 2xx response carried. It returns the reply to post to
@@ -37,6 +40,11 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 	}
 	r.Set(ExtTTL, strconv.Itoa(ttl))
 	if t.reply != nil {
+		if d.tracer != nil {
+			if _, ok := r.Get(tracing.ExtTraceParent); !ok {
+				tracing.ToEvent(ctx, r) // the attempt that got it
+			}
+		}
 		return r, nil
 	}
 	if d.replier == nil {
@@ -44,7 +52,15 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 		d.log.Warn("reply dropped: no replier configured", "id", j.ev.ID, "reply_id", r.ID)
 		return nil, nil
 	}
-	if err := d.replier(ctx, r); err != nil {
+	var sp trace.Span
+	if d.tracer != nil {
+		ctx, sp = d.traceReply(ctx, t, r)
+	}
+	err := d.replier(ctx, r)
+	if sp != nil {
+		endSpan(sp, err)
+	}
+	if err != nil {
 		tm.replies[replyFailed].Inc()
 		return nil, fmt.Errorf("reply %s not ingested: %w", r.ID, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
 // Header names the sender writes or strips.
@@ -62,14 +63,19 @@ var requestPool = sync.Pool{New: func() any {
 // reply" is sent and a 2xx response is read for a reply event (at most maxReply bytes).
 // A reply posted to a reply URL keeps its knativebrokerttl, so that the loop guard works
 // when that URL is a broker.
+//
+// th, when tracing is on, is the attempt's trace context: it replaces the event's own.
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
-	toSubscriber bool, maxReply int64, enc event.HeaderEncoding) (o outcome) {
+	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, th *tracing.Headers) (o outcome) {
 	r := requestPool.Get().(*request)
 	clear(r.h)
 	event.WriteHeadersAs(r.h, e, enc)
 	if toSubscriber {
 		delete(r.h, hdrTTL)
 		r.h["Prefer"] = preferReply
+	}
+	if th != nil {
+		th.Write(r.h)
 	}
 	r.tmpl.URL = u
 	r.tmpl.Host = u.Host

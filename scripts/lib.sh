@@ -32,7 +32,9 @@ port_free() {
 
 # free_port: print a port that nothing listens on, from 20000 up to the kernel's
 # ephemeral range (where outgoing connections take their local ports: a listener started
-# later on such a port would fail to bind).
+# later on such a port would fail to bind, and a client connecting to a port before its
+# server binds it — as Kafka's raft client does to its own controller port — can be given
+# that very port as its local one, connect to itself and hold it).
 free_port() {
 	local p i lo=32768
 	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true

@@ -44,6 +44,7 @@ type serveFlags struct {
 	pprof           bool
 	channels        *registry.Registry // --channel and every backend's flags
 	knative         knativeFlags       // --refs, --ref-url-template
+	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
 }
 
 func newServeCmd() *cobra.Command {
@@ -86,6 +87,7 @@ are watched and reloaded without dropping events.`,
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.Flags(fl)
 	f.knative.register(fl)
+	f.observe.register(fl)
 	return cmd
 }
 
@@ -156,6 +158,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
+	obs, err := f.observe.start(log, reg)
+	if err != nil {
+		return err
+	}
+	defer obs.close() // after the server has shut down: its last spans are exported
 	srv, err := broker.NewServer(
 		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
@@ -165,6 +172,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
 		broker.WithFixedInFlight(f.fixedInFlight),
+		broker.WithTracer(obs.tracer),
+		broker.WithDeadLetterHook(obs.ui.DeadLetter),
 	)
 	if err != nil {
 		return err
@@ -183,6 +192,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
+	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
 	hs := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -193,10 +203,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	printIngestURLs(cmd, ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
-	// runServe owns two goroutines, the config watcher and the HTTP server, and waits
-	// for both before it returns.
+	// runServe owns three goroutines, the config watcher, the dashboard's sampler and the
+	// HTTP server, and waits for them before it returns.
 	var bg sync.WaitGroup
 	defer bg.Wait()
+	uiCtx, stopUI := context.WithCancel(context.Background())
+	defer stopUI()
+	bg.Go(func() { obs.ui.Run(uiCtx) }) // samples the metrics for GET /ui until serve returns
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if f.config != "" {

@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/sluice-broker/sluice/internal/tracing"
+)
+
+// discardExporter drops the spans the batcher hands it: the benchmarks measure what
+// recording costs the ingress, not a collector.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkIngressTracing is BenchmarkIngressBinary with tracing off, and on with 1% and
+// 100% of traces sampled (spans exported in batches to an exporter that drops them).
+// docs/observability.md records the numbers.
+func BenchmarkIngressTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		ratio float64 // < 0: tracing off
+	}{{"off", -1}, {"sampled=1%", 0.01}, {"sampled=100%", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var opts []Option
+			if bc.ratio >= 0 {
+				p, err := tracing.New(tracing.WithExporter(discardExporter{}), tracing.WithSampleRatio(bc.ratio))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Shutdown(context.Background())
+				opts = append(opts, WithTracer(p.Tracer()))
+			}
+			s := newTestServer(b, nil, opts...)
+			if err := s.Apply(context.Background(), loadConfig(b, plainBroker()+triggerDoc("t", "never.matches", "http://127.0.0.1:9/"))); err != nil {
+				b.Fatal(err)
+			}
+			h := s.Handler()
+			body := bytes.Repeat([]byte("x"), 1024)
+			req := httptest.NewRequest(http.MethodPost, "/ns/b", nil)
+			req.Header.Set("Ce-Specversion", "1.0")
+			req.Header.Set("Ce-Id", "1")
+			req.Header.Set("Ce-Source", "/bench")
+			req.Header.Set("Ce-Type", "io.sluice.bench")
+			req.Header.Set("Content-Type", "application/octet-stream")
+			rd := bytes.NewReader(body)
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rd.Reset(body)
+				r := *req
+				r.Body = readCloser{rd}
+				r.ContentLength = int64(len(body))
+				w.code = 0
+				h.ServeHTTP(w, &r)
+				if w.code != http.StatusAccepted {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
+	}
+}
