@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type parsed struct {
 	seq     *seqObj
 	par     *parObj
 	ping    *pingObj
+	policy  *policyObj
+	labels  map[string]string
 }
 
 // key is "Kind namespace/name".
@@ -62,6 +65,9 @@ type dest struct {
 	path string // the field, e.g. "spec.subscriber"
 	uri  string
 	ref  *kref
+	// caCerts (PEM) verify an https destination; audience names the OIDC token sent to
+	// it. Sluice honours them on subscribers and dead-letter sinks.
+	caCerts, audience string
 }
 
 type brokerObj struct {
@@ -280,6 +286,8 @@ func (p *parsed) spec(obj object, spec any) {
 		p.par = q
 	case *pingSourceSpec:
 		p.ping = p.pingSource(s)
+	case *eventPolicySpec:
+		p.policy = p.eventPolicy(s)
 	}
 	if !addressable {
 		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
@@ -384,6 +392,17 @@ func (p *parsed) dest(path string, d *destination, required bool) *dest {
 		return nil
 	}
 	out := &dest{path: path, uri: d.URI, ref: d.Ref}
+	if d.CACerts != nil {
+		out.caCerts = *d.CACerts
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(out.caCerts)) {
+			p.fail("%s.CACerts: no PEM certificate in it", path)
+		}
+	}
+	if d.Audience != nil {
+		if out.audience = *d.Audience; out.audience == "" {
+			p.fail("%s.audience: empty", path)
+		}
+	}
 	if r := d.Ref; r != nil {
 		if r.Kind == "" {
 			p.fail("%s.ref.kind: required", path)
