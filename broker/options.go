@@ -31,6 +31,8 @@ type options struct {
 	fixedInFlight   bool
 	logger          *slog.Logger
 	registry        prometheus.Registerer
+	authorizer      Authorizer
+	tokens          delivery.TokenSource
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
