@@ -134,6 +134,8 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
 		},
 		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
+		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
+		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
 	}, nil
 }
 
@@ -142,7 +144,8 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 // (logged and counted).
 func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
 	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
-	t.Policy.DeadLetterSink = ""
+	t.CACerts, t.Audience = tc.Delivery.DeadLetterSinkCACerts, tc.Delivery.DeadLetterSinkAudience
+	t.Policy.DeadLetterSink, t.DeadLetterCACerts, t.DeadLetterAudience = "", "", ""
 	return t
 }
 
@@ -158,6 +161,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
 		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
+		delivery.WithTokenSource(b.srv.opts.tokens),
 	}, extra...)
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)

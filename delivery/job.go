@@ -69,7 +69,12 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		return
 	}
 	tm.inflight.Inc()
-	o := send(ctx, d.client, t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding)
+	var o outcome
+	if authz, err := d.bearer(ctx, t.Audience); err != nil {
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, authz)
+	}
 	tm.inflight.Dec()
 	d.lim.release()
 	if ctx.Err() != nil { // shutdown cancelled the attempt: not the subscriber's fault
@@ -107,7 +112,7 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 		d.ingestReply(ctx, t, j)
 		return
 	}
-	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding)
+	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, "")
 	if ctx.Err() != nil {
 		d.release(j)
 		return
@@ -167,7 +172,12 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		d.failed(ctx, t, j, &o, t.dls, j.dls)
 		return
 	}
-	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding)
+	var o outcome
+	if authz, err := d.bearer(ctx, t.DeadLetterAudience); err != nil {
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, authz)
+	}
 	if ctx.Err() != nil {
 		d.release(j)
 		return

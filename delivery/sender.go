@@ -63,13 +63,16 @@ var requestPool = sync.Pool{New: func() any {
 // A reply posted to a reply URL keeps its knativebrokerttl, so that the loop guard works
 // when that URL is a broker.
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
-	toSubscriber bool, maxReply int64, enc event.HeaderEncoding) (o outcome) {
+	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, authorization string) (o outcome) {
 	r := requestPool.Get().(*request)
 	clear(r.h)
 	event.WriteHeadersAs(r.h, e, enc)
 	if toSubscriber {
 		delete(r.h, hdrTTL)
 		r.h["Prefer"] = preferReply
+	}
+	if authorization != "" { // the destination's audience: never logged
+		r.h["Authorization"] = []string{authorization}
 	}
 	r.tmpl.URL = u
 	r.tmpl.Host = u.Host
