@@ -44,6 +44,7 @@ type serveFlags struct {
 	pprof           bool
 	channels        *registry.Registry // --channel and every backend's flags
 	knative         knativeFlags       // --refs, --ref-url-template
+	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -86,6 +87,7 @@ are watched and reloaded without dropping events.`,
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.Flags(fl)
 	f.knative.register(fl)
+	f.security.register(fl)
 	return cmd
 }
 
@@ -107,6 +109,9 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
 	if err != nil {
+		return err
+	}
+	if err := f.security.check(); err != nil {
 		return err
 	}
 	// Listen first: refs to the configuration's own brokers and channels resolve to
@@ -156,7 +161,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
-	srv, err := broker.NewServer(
+	secOpts, err := f.security.brokerOptions(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := broker.NewServer(append(secOpts,
 		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
 		broker.WithRegisterer(reg),
@@ -165,7 +174,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
 		broker.WithFixedInFlight(f.fixedInFlight),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -183,14 +192,12 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
-	hs := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	hs, plain, err := f.security.servers(ln, handler, log)
+	if err != nil {
+		srv.Shutdown(ctx)
+		return err
 	}
-	printIngestURLs(cmd, ln.Addr().String(), cfg)
+	printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
 	// runServe owns two goroutines, the config watcher and the HTTP server, and waits
@@ -222,10 +229,19 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		})
 	}
 
-	serveErr := make(chan error, 1)
-	bg.Go(func() { serveErr <- hs.Serve(ln) })
+	serveErr := make(chan error, 2)
+	bg.Go(func() { serveErr <- hs.Serve() })
+	if plain != nil {
+		bg.Go(func() {
+			if err := plain.Serve(); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+		defer plain.Close() // after hs's shutdown below, or on an early return
+	}
 	select {
 	case err := <-serveErr:
+		hs.Close() // the other server, if it was the plain one that failed
 		stopWatch()
 		srv.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
@@ -254,12 +270,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 }
 
 // printIngestURLs tells the user where to send events.
-func printIngestURLs(cmd *cobra.Command, addr string, cfg *config.Config) {
-	host, port, _ := net.SplitHostPort(addr)
-	if host == "" || host == "::" || host == "0.0.0.0" {
-		host = "127.0.0.1"
-	}
-	base := "http://" + net.JoinHostPort(host, port)
+func printIngestURLs(cmd *cobra.Command, scheme, addr string, cfg *config.Config) {
+	base := ingressBaseURL(scheme, addr)
 	var b strings.Builder
 	for _, bc := range cfg.Brokers {
 		fmt.Fprintf(&b, "ingest: %s/%s\n", base, bc.Key())
