@@ -413,7 +413,6 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-
 // TestHTTPSSubscriberWithCACertsAndAudience: a Trigger's https subscriber, whose
 // certificate only the Trigger's spec.subscriber.CACerts trust, receives the event over
 // HTTP/2 with the token of its audience from --oidc-token.
