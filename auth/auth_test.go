@@ -32,7 +32,7 @@ type issuer struct {
 	jwks   []byte
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -55,7 +55,7 @@ func newIssuer(t *testing.T) *issuer {
 	return &issuer{url: srv.URL, key: key, signer: signer, client: srv.Client(), jwks: jwks}
 }
 
-func (is *issuer) token(t *testing.T, sub string, aud []string, exp time.Duration) string {
+func (is *issuer) token(t testing.TB, sub string, aud []string, exp time.Duration) string {
 	t.Helper()
 	now := time.Now()
 	raw, err := jwt.Signed(is.signer).Claims(jwt.Claims{Issuer: is.url, Subject: sub, Audience: aud,
@@ -67,7 +67,7 @@ func (is *issuer) token(t *testing.T, sub string, aud []string, exp time.Duratio
 }
 
 // loadConfig reads Knative manifests from yaml.
-func loadConfig(t *testing.T, yaml string) *config.Config {
+func loadConfig(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
