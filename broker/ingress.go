@@ -95,6 +95,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if authz.Filters != nil && !s.authorizeEvents(w, b, &authz, evs) {
 		return
 	}
+	if !s.admitRate(w, b, len(evs)) {
+		return
+	}
 	b.m.received.Add(float64(len(evs)))
 	if b.isKnBr {
 		arrived := s.arrival.now()

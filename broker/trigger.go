@@ -48,6 +48,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg = cfg
+	b.setRate(cfg.MaxRate)
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error

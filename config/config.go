@@ -146,6 +146,9 @@ type Broker struct {
 	Triggers []Trigger
 	// Labels are the object's metadata.labels (EventPolicy selectors match them).
 	Labels map[string]string
+	// MaxRate is the ingress rate in events a second beyond which the broker answers
+	// 429 (the sluice.dev/max-rate annotation); 0 means no limit.
+	MaxRate float64
 }
 
 // Key returns "namespace/name", which is also the ingress path without its leading

@@ -44,6 +44,7 @@ const (
 	annotationChannel        = "sluice.dev/channel"
 	annotationStream         = "sluice.dev/kinesis-stream"
 	annotationHeaderEncoding = "sluice.dev/header-encoding"
+	annotationMaxRate        = "sluice.dev/max-rate"
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
 	annotationClass          = "eventing.knative.dev/broker.class"
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,7 @@ type parsed struct {
 	ping    *pingObj
 	policy  *policyObj
 	labels  map[string]string
+	maxRate float64 // sluice.dev/max-rate
 }
 
 // key is "Kind namespace/name".
@@ -288,6 +291,17 @@ func (p *parsed) spec(obj object, spec any) {
 		p.ping = p.pingSource(s)
 	case *eventPolicySpec:
 		p.policy = p.eventPolicy(s)
+	}
+	if v := ann[annotationMaxRate]; v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r):
+			p.fail("metadata.annotations.%s: %q is not a positive number of events a second", annotationMaxRate, v)
+		case p.broker == nil && p.channel == nil:
+			p.fail("metadata.annotations.%s: only for Brokers and channels", annotationMaxRate)
+		default:
+			p.maxRate = r
+		}
 	}
 	if !addressable {
 		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {

@@ -74,7 +74,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Partitions: bb.parts, ReplicationFactor: bb.rf, KafkaBootstrapServers: bb.servers, KafkaTopic: bb.topic,
-				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream, Labels: p.labels,
+				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream, Labels: p.labels, MaxRate: p.maxRate,
 			}}
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
@@ -85,7 +85,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
 				Partitions: ch.parts, ReplicationFactor: ch.rf, HeaderEncoding: ch.headerEnc, KinesisStream: ch.stream,
-				Labels: p.labels,
+				Labels: p.labels, MaxRate: p.maxRate,
 			}}
 			if p.status.Kind == kindChannel {
 				t := ch.template

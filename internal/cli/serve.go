@@ -151,7 +151,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := f.channels.Start(ctx, registry.WithLogger(log), registry.WithRegisterer(reg),
-		registry.WithMemoryLimit(int64(f.memoryLimit))); err != nil {
+		registry.WithMemoryLimit(int64(f.memoryLimit)), registry.WithNamespaceShare(f.security.nsMemoryShare)); err != nil {
 		return err
 	}
 	defer func() { // after the brokers have closed their channels

@@ -27,6 +27,7 @@ type securityFlags struct {
 	idleTimeout                  time.Duration
 	maxHeaderBytes               int
 	maxConns                     int
+	nsMemoryShare                float64
 	auth                         authFlags
 }
 
@@ -42,6 +43,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", httpserver.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	fl.IntVar(&f.maxHeaderBytes, "max-header-bytes", httpserver.DefaultMaxHeaderBytes, "largest request header block; larger get 431")
 	fl.IntVar(&f.maxConns, "max-conns", httpserver.DefaultMaxConns, "connections served at once; more wait to be accepted")
+	fl.Float64Var(&f.nsMemoryShare, "namespace-memory-share", 1, "fraction of --memory-limit the memory channels of one namespace may hold together (1: no per-namespace bound)")
 	f.auth.register(fl)
 }
 
