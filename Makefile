@@ -10,7 +10,7 @@ ADDR ?= :8080
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test deps lint unit fuzz bench clean
+.PHONY: all build run test deps lint unit fuzz bench secure-bench clean
 
 all: build
 
@@ -68,6 +68,11 @@ bench: build
 		echo "make bench: Kafka did not start; the kafka scenario will be marked not run" >&2; \
 	fi; \
 	$(GO) run ./scripts/benchsuite --sluice $(BIN) $(BENCHFLAGS)
+
+# secure-bench measures the ingress throughput with TLS, a bearer token and an
+# EventPolicy as a ratio of plain HTTP, alternating the two (~1 minute; docs/security.md).
+secure-bench: build
+	$(GO) run ./scripts/securebench --sluice $(BIN) --rounds 3
 
 # unit runs the tests without starting Kafka (its tests skip, saying why).
 unit:

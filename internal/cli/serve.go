@@ -200,8 +200,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
-	// runServe owns two goroutines, the config watcher and the HTTP server, and waits
-	// for both before it returns.
+	// runServe owns the config watcher and the HTTP servers (the plain one with
+	// --plain-addr) and waits for them before it returns.
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	watchCtx, stopWatch := context.WithCancel(ctx)
