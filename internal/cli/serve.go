@@ -125,7 +125,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	cfg := config.Default()
 	var cfgOpts []config.Option
 	if f.config != "" {
-		cfgOpts = f.knative.options(ingressBase(ln.Addr().String()))
+		cfgOpts = f.knative.options(ingressBaseURL(f.security.scheme(), ln.Addr().String()))
 		if cfg, err = config.Read([]string{f.config}, cfgOpts...); err != nil {
 			return err
 		}

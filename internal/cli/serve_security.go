@@ -92,7 +92,16 @@ func plainOnly(full http.Handler) http.Handler {
 	})
 }
 
-// ingressBaseURL is the URL of the listener at addr, with the scheme it serves.
+// scheme is the ingress's URL scheme: https with --tls-cert.
+func (f *securityFlags) scheme() string {
+	if f.tlsCert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// ingressBaseURL is the URL of the listener at addr, with the scheme it serves: the
+// base of refs to the configuration's own brokers and of the printed ingest URLs.
 func ingressBaseURL(scheme, addr string) string {
 	host, port, _ := net.SplitHostPort(addr)
 	if host == "" || host == "::" || host == "0.0.0.0" {
