@@ -89,7 +89,7 @@ func p99(lat []time.Duration) time.Duration {
 }
 
 // TestFairShares floods namespace a at 3× its share while namespace b sends at a steady
-// rate. a's share is its broker's sluice.dev/max-rate (200 events/s) and half the memory
+// rate, in three rounds of 1.5 s of b alone then 1.5 s of b beside a's flood. a's share is its broker's sluice.dev/max-rate (200 events/s) and half the memory
 // budget; its subscriber fails every delivery, so what it is allowed in stays queued.
 // b loses nothing: every event is accepted and delivered, and its p99 ingress latency
 // stays within 2× of its p99 without a (plus 5 ms of tolerance for a shared machine; not
@@ -140,17 +140,34 @@ spec:
 	}
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
+	// a and b are different clients, with connections of their own.
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 10 * time.Second}
-	const size, rateB, rateA, d = 4 << 10, 200, 600, 2 * time.Second
+	ca := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 10 * time.Second}
+	const size, rateB, rateA, d = 4 << 10, 200, 600, 1500 * time.Millisecond
 
-	// b alone.
-	alone, latAlone := sendLoad(t, c, srv.URL+"/b/b", "alone-", size, rateB, d)
-	// a at 3× its rate share (and, queued, past its memory share), b as before.
-	var flood map[int]int
-	var wg sync.WaitGroup
-	wg.Go(func() { flood, _ = sendLoad(t, c, srv.URL+"/a/b", "a-", size, rateA, d) })
-	with, latWith := sendLoad(t, c, srv.URL+"/b/b", "with-", size, rateB, d)
-	wg.Wait()
+	// b alone and b beside a's flood (a at 3× its rate share and, queued, past its
+	// memory share), alternated three times so that the machine's other load, which
+	// drifts over seconds, falls on both.
+	alone, with, flood := map[int]int{}, map[int]int{}, map[int]int{}
+	var latAlone, latWith []time.Duration
+	add := func(into, from map[int]int) {
+		for k, v := range from {
+			into[k] += v
+		}
+	}
+	for range 3 {
+		st, lat := sendLoad(t, c, srv.URL+"/b/b", "alone-", size, rateB, d)
+		add(alone, st)
+		latAlone = append(latAlone, lat...)
+		var fl map[int]int
+		var wg sync.WaitGroup
+		wg.Go(func() { fl, _ = sendLoad(t, ca, srv.URL+"/a/b", "a-", size, rateA, d) })
+		st, lat = sendLoad(t, c, srv.URL+"/b/b", "with-", size, rateB, d)
+		wg.Wait()
+		add(with, st)
+		add(flood, fl)
+		latWith = append(latWith, lat...)
+	}
 
 	sentB := 0
 	for st, n := range alone {
@@ -172,13 +189,13 @@ spec:
 	if got := gotB.Load(); got != int64(sentB) {
 		t.Errorf("b's subscriber got %d of %d events", got, sentB)
 	}
-	if flood[http.StatusTooManyRequests] < flood[http.StatusAccepted] {
-		t.Errorf("a at 3× its share: %v; want most of it answered 429", flood)
+	if flood[http.StatusTooManyRequests] == 0 {
+		t.Errorf("a at 3× its share: %v; want what exceeds it answered 429", flood)
 	}
-	// a's accepted events are bounded by its bucket (200/s for 2 s plus a burst of 200)
-	// and its memory share (1 MiB of 4 KiB events: ~250).
-	if a := flood[http.StatusAccepted]; a > 600 {
-		t.Errorf("a got %d events in; its share allows at most ~600", a)
+	// a's accepted events are bounded by its memory share (1 MiB of 4 KiB events: ~250;
+	// its subscriber settles none) and its bucket (200/s for 4.5 s plus a burst of 200).
+	if a := flood[http.StatusAccepted]; a > 300 {
+		t.Errorf("a got %d events in; its memory share holds about 250", a)
 	}
 	pAlone, pWith := p99(latAlone), p99(latWith)
 	t.Logf("b: p99 %v alone, %v beside a's flood; a: %v", pAlone, pWith, flood)
