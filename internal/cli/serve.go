@@ -111,7 +111,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := f.security.check(); err != nil {
+	if err := f.security.check(cmd.Flags().Changed); err != nil {
 		return err
 	}
 	// Listen first: refs to the configuration's own brokers and channels resolve to

@@ -67,13 +67,16 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 	return opts
 }
 
-// check rejects flag combinations that mean nothing.
-func (f *securityFlags) check() error {
+// check rejects flag combinations that mean nothing; changed reports whether a flag was
+// given.
+func (f *securityFlags) check(changed func(string) bool) error {
 	switch {
 	case f.plainAddr != "" && f.tlsCert == "":
 		return errors.New("--plain-addr: only with --tls-cert (without TLS the main port is plain already)")
 	case f.requireClientCert && f.tlsClientCA == "":
 		return errors.New("--tls-require-client-cert: needs --tls-client-ca")
+	case changed("auth-default") && f.auth.issuer == "" && f.tlsClientCA == "":
+		return errors.New("--auth-default: needs --oidc-issuer or --tls-client-ca (without a sender identity everyone may send)")
 	}
 	return f.auth.check()
 }

@@ -467,3 +467,67 @@ spec:
 		t.Error("the token is in the logs")
 	}
 }
+
+// TestSlowClientsCutOff runs sluice with a 1 s read-header timeout and a cap of 8
+// connections against 20 clients that send their headers one byte a second: each is
+// disconnected by the server (at most 8 at a time, so in about three rounds), nothing is
+// left behind (goroutines back to where they were), and the server serves normally
+// afterwards.
+func TestSlowClientsCutOff(t *testing.T) {
+	b := startBroker(t, "--read-header-timeout", "1s", "--max-conns", "8")
+	before := b.metric("go_goroutines")
+	addr := strings.TrimPrefix(b.base, "http://")
+	const clients = 20
+	cut := make(chan time.Duration, clients)
+	start := time.Now()
+	for i := 0; i < clients; i++ {
+		go func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				cut <- -1
+				return
+			}
+			defer c.Close()
+			msg := "POST /default/default HTTP/1.1\r\nHost: x\r\nce-id: " + strings.Repeat("1", 64)
+			for j := 0; j < len(msg); j++ {
+				if _, err := c.Write([]byte{msg[j]}); err != nil {
+					break
+				}
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				if _, err := c.Read(make([]byte, 512)); err != nil && !isTimeout(err) {
+					break // closed by the server (or answered 408)
+				}
+			}
+			cut <- time.Since(start)
+		}()
+	}
+	var longest time.Duration
+	for i := 0; i < clients; i++ {
+		select {
+		case d := <-cut:
+			if d < 0 {
+				t.Fatal("could not connect")
+			}
+			longest = max(longest, d)
+		case <-time.After(40 * time.Second):
+			t.Fatalf("%d slow clients still connected after 40s", clients-i)
+		}
+	}
+	if longest > 20*time.Second {
+		t.Errorf("the last slow client was cut off after %v; want about 3 rounds of the 1 s timeout", longest)
+	}
+	time.Sleep(200 * time.Millisecond) // the server's side of the last connections winds down
+	after := b.metric("go_goroutines")
+	if after > before+4 {
+		t.Errorf("goroutines %v before the slow clients, %v after they were cut off", before, after)
+	}
+	if st, body := postBinary(t, b.base+"/default/default", ceHeaders("after-slowloris", "t"), []byte("{}")); st != 202 {
+		t.Errorf("after the slow clients: %d %q", st, body)
+	}
+	t.Logf("20 slow clients cut off within %v; goroutines %v before, %v after", longest, before, after)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
