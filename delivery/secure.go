@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -19,9 +18,10 @@ type TokenSource interface {
 	Token(ctx context.Context, audience string) (string, error)
 }
 
-// WithTokenSource sets where tokens for destinations with an audience come from.
-// Default: none; a delivery to a destination with an audience then fails (and is
-// retried, then dead-lettered) saying so.
+// WithTokenSource sets where tokens for destinations with an audience come from; a
+// destination whose audience it has no token for fails its delivery (retried, then
+// dead-lettered) saying so. Default: none, and audiences are ignored: no token is sent,
+// as Knative's dispatcher sends none while its authentication-oidc feature is off.
 func WithTokenSource(ts TokenSource) Option { return func(d *Dispatcher) { d.tokens = ts } }
 
 // caClient returns a client for https destinations verified against the PEM CA
@@ -59,13 +59,10 @@ func (d *Dispatcher) clientFor(c *http.Client) *http.Client {
 }
 
 // bearer returns the Authorization header value for a destination with audience; ""
-// without one.
+// without one, or without a token source.
 func (d *Dispatcher) bearer(ctx context.Context, audience string) (string, error) {
-	if audience == "" {
+	if audience == "" || d.tokens == nil {
 		return "", nil
-	}
-	if d.tokens == nil {
-		return "", fmt.Errorf("the destination's audience is %q, and no token source is configured (sluice serve --oidc-token)", audience)
 	}
 	tok, err := d.tokens.Token(ctx, audience)
 	if err != nil {
