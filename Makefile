@@ -10,7 +10,7 @@ ADDR ?= :8080
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test deps lint unit fuzz bench faults clean chromium screenshots
+.PHONY: all build run test deps lint unit fuzz bench secure-bench faults clean chromium screenshots
 
 all: build
 
@@ -108,6 +108,10 @@ chromium:
 # of a bench report in docs/images/ (the README shows them).
 screenshots: chromium
 	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestDashboardInChromium -v ./ui
+# secure-bench measures the ingress throughput with TLS, a bearer token and an
+# EventPolicy as a ratio of plain HTTP, alternating the two (~1 minute; docs/security.md).
+secure-bench: build
+	$(GO) run ./scripts/securebench --sluice $(BIN) --rounds 3
 
 # unit runs the tests without starting Kafka (its tests skip, saying why).
 unit:

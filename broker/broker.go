@@ -39,6 +39,7 @@ type Broker struct {
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics
+	rate    atomic.Pointer[rateLimit] // sluice.dev/max-rate; nil: none (fairshare.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup

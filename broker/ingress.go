@@ -67,6 +67,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.rejectShuttingDown(w, b)
 		return
 	}
+	var authz Decision // who sent it (authorize.go); nothing to check without an authorizer
+	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
+		return
+	}
 	if a, ok := b.ch.(channel.Admitter); ok && r.ContentLength > 0 && !a.Admits(r.ContentLength) {
 		// Full: reject before reading the body, the cheapest answer an overload can get.
 		b.m.full.Inc()
@@ -90,6 +94,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metrics.rejected.WithLabelValues(b.key, reason).Inc()
 		http.Error(w, oneLine(err.Error()), status)
+		return
+	}
+	if authz.Filters != nil && !s.authorizeEvents(w, b, &authz, evs) {
+		return
+	}
+	if !s.admitRate(w, b, len(evs)) {
 		return
 	}
 	b.m.received.Add(float64(len(evs)))

@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"broker"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "requests_rejected_total",
-			Help: "Ingress requests rejected, per broker and reason (invalid, too_large, unsupported_media_type, method, unknown_broker, full, unavailable, shutting_down, ttl).",
+			Help: "Ingress requests rejected, per broker and reason (invalid, too_large, unsupported_media_type, method, unknown_broker, full, unavailable, shutting_down, ttl, unauthenticated, forbidden, rate).",
 		}, []string{"broker", "reason"}),
 		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "events_unmatched_total",

@@ -34,6 +34,8 @@ type options struct {
 	registry        prometheus.Registerer
 	tracer          trace.Tracer            // nil: tracing off (tracing.go)
 	deadLetters     delivery.DeadLetterHook // nil: none (deadletters.go)
+	authorizer      Authorizer
+	tokens          delivery.TokenSource
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,

@@ -97,6 +97,9 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 	if s.closed {
 		return ErrShutdown
 	}
+	if s.opts.authorizer != nil { // before a new broker can be reached
+		s.opts.authorizer.Apply(cfg)
+	}
 	old := *s.brokers.Load()
 	next := make(map[string]*Broker, len(cfg.Brokers))
 	var errs []error

@@ -48,6 +48,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg = cfg
+	b.setRate(cfg.MaxRate)
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error
@@ -134,6 +135,8 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
 		},
 		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
+		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
+		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
 	}, nil
 }
 
@@ -142,7 +145,8 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 // (logged and counted).
 func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
 	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
-	t.Policy.DeadLetterSink = ""
+	t.CACerts, t.Audience = tc.Delivery.DeadLetterSinkCACerts, tc.Delivery.DeadLetterSinkAudience
+	t.Policy.DeadLetterSink, t.DeadLetterCACerts, t.DeadLetterAudience = "", "", ""
 	return t
 }
 
@@ -160,6 +164,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
 		delivery.WithTracer(b.srv.opts.tracer),
 		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
+		delivery.WithTokenSource(b.srv.opts.tokens),
 	}, extra...)
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)

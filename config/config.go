@@ -68,6 +68,8 @@ type Config struct {
 	Brokers []Broker
 	// PingSources are the ready PingSources, sorted by Key.
 	PingSources []PingSource
+	// EventPolicies are the ready EventPolicies, sorted by Key.
+	EventPolicies []EventPolicy
 	// Objects is every object read, in file order, with its status: ready, skipped (a
 	// kind Sluice does not run) or not ready with the reason.
 	Objects []ObjectStatus
@@ -142,6 +144,11 @@ type Broker struct {
 	Partitions, ReplicationFactor int
 	// Triggers fed from this broker, sorted by Key.
 	Triggers []Trigger
+	// Labels are the object's metadata.labels (EventPolicy selectors match them).
+	Labels map[string]string
+	// MaxRate is the ingress rate in events a second beyond which the broker answers
+	// 429 (the sluice.dev/max-rate annotation); 0 means no limit.
+	MaxRate float64
 }
 
 // Key returns "namespace/name", which is also the ingress path without its leading
@@ -163,6 +170,12 @@ type Trigger struct {
 	// Subscriber is the absolute http or https URL events are sent to: spec.subscriber
 	// resolved (a ref becomes the URL of the object it names).
 	Subscriber string
+	// SubscriberCACerts are the PEM CA certificates an https Subscriber is verified
+	// against (spec.subscriber.CACerts); empty: the system's.
+	SubscriberCACerts string
+	// SubscriberAudience is spec.subscriber.audience: an OIDC token for it is sent as
+	// Authorization: Bearer. Empty: none.
+	SubscriberAudience string
 	// Reply is a Subscription's resolved spec.reply: where the subscriber's replies are
 	// sent. Empty means: into the broker (for a Trigger), dropped (for a Subscription).
 	Reply string
@@ -183,6 +196,7 @@ func (t Trigger) Key() string { return t.Namespace + "/" + t.Name }
 func (t Trigger) Equal(u Trigger) bool {
 	return t.Namespace == u.Namespace && t.Name == u.Name && t.Kind == u.Kind &&
 		t.Subscriber == u.Subscriber && t.Reply == u.Reply && t.Delivery == u.Delivery &&
+		t.SubscriberCACerts == u.SubscriberCACerts && t.SubscriberAudience == u.SubscriberAudience &&
 		t.Ordered == u.Ordered &&
 		equalMaps(t.Attributes, u.Attributes) && reflect.DeepEqual(normSpecs(t.Filters), normSpecs(u.Filters))
 }
@@ -222,6 +236,9 @@ type Delivery struct {
 	RetryAfterMax time.Duration
 	// DeadLetterSink is the URL events go to when every attempt failed; empty for none.
 	DeadLetterSink string
+	// DeadLetterSinkCACerts and DeadLetterSinkAudience are the sink's CACerts (PEM)
+	// and audience, as for a Trigger's subscriber.
+	DeadLetterSinkCACerts, DeadLetterSinkAudience string
 }
 
 // Default returns the configuration used without a config file: one Broker

@@ -86,7 +86,7 @@ func (p partialDelivery) over(q partialDelivery) partialDelivery {
 		p.raMax = q.raMax
 	}
 	if p.deadLetterSink == nil {
-		p.deadLetterSink = q.deadLetterSink
+		p.deadLetterSink, p.dls = q.deadLetterSink, q.dls
 	}
 	return p
 }
@@ -111,6 +111,9 @@ func (p partialDelivery) resolve() Delivery {
 	}
 	if p.deadLetterSink != nil {
 		d.DeadLetterSink = *p.deadLetterSink
+		if p.dls != nil {
+			d.DeadLetterSinkCACerts, d.DeadLetterSinkAudience = p.dls.caCerts, p.dls.audience
+		}
 	}
 	return d
 }

@@ -136,7 +136,7 @@ items:
 - apiVersion: eventing.knative.dev/v1
   kind: Trigger
   metadata: {name: fields, namespace: shop}
-  spec: {broker: b, brokerRef: {name: b}, subscriber: {uri: "http://a/", audience: x}, delivery: {format: json}}
+  spec: {broker: b, brokerRef: {name: b}, subscriber: {uri: "http://a/", audience: ""}, delivery: {format: json}}
 `)
 	want := map[string]string{
 		"Broker shop/b":          "",
@@ -164,7 +164,7 @@ items:
 		}
 	}
 	f := status(t, cfg, "Trigger shop/fields")
-	for _, w := range []string{"spec.subscriber.audience: supported by Knative, not by Sluice", `spec.delivery.format: "json": supported by Knative, not by Sluice`} {
+	for _, w := range []string{"spec.subscriber.audience: empty", `spec.delivery.format: "json": supported by Knative, not by Sluice`} {
 		if !strings.Contains(f.Reason, w) {
 			t.Errorf("reason %q lacks %q", f.Reason, w)
 		}

@@ -199,6 +199,7 @@ func (l *loader) newParsed(file string, index int, obj object) *parsed {
 			File: file, Document: index,
 		},
 		annotations: obj.Metadata.Annotations,
+		labels:      obj.Metadata.Labels,
 	}
 }
 

@@ -245,7 +245,7 @@ spec:
 			"spec.delivery.timeout: must be longer than zero",
 			"spec.delivery.retryAfterMax: \"P1M\" is not an ISO-8601 duration such as PT0.2S or PT1M: years and months",
 			"spec.delivery.deadLetterSink.ref.apiVersion: required",
-			"spec.delivery.deadLetterSink.CACerts: supported by Knative, not by Sluice"}},
+			"spec.delivery.deadLetterSink.CACerts: no PEM certificate in it"}},
 		{"wrong type", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspec: {delivery: {retry: three}}\n",
 			[]string{"Broker default/b: spec.delivery.retry: got a JSON string, want an integer"}},
 		{"broker and channel clash", broker + "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: default, namespace: demo}\n",

@@ -44,6 +44,7 @@ const (
 	annotationChannel        = "sluice.dev/channel"
 	annotationStream         = "sluice.dev/kinesis-stream"
 	annotationHeaderEncoding = "sluice.dev/header-encoding"
+	annotationMaxRate        = "sluice.dev/max-rate"
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
 	annotationClass          = "eventing.knative.dev/broker.class"
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
@@ -69,6 +70,7 @@ var kinds = map[string]kindInfo{
 	kindSequence:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[sequenceSpec]()},
 	kindParallel:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[parallelSpec]()},
 	kindPingSource:   {groupSources, []string{"v1", "v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
+	kindEventPolicy:  {groupEventing, []string{"v1alpha1"}, reflect.TypeFor[eventPolicySpec]()},
 	kindConfigMap:    {"", []string{"v1"}, nil},
 }
 
@@ -99,6 +101,7 @@ type object struct {
 type objectMeta struct {
 	Name        string            `json:"name"`
 	Namespace   string            `json:"namespace"`
+	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 }
 
@@ -114,10 +117,10 @@ type kref struct {
 
 // destination is Knative's duck Destination.
 type destination struct {
-	Ref      *kref           `json:"ref"`
-	URI      string          `json:"uri"`
-	CACerts  json.RawMessage `json:"CACerts" unsupported:"Sluice uses the system's CA certificates"`
-	Audience json.RawMessage `json:"audience" unsupported:"Sluice does not send OIDC tokens"`
+	Ref      *kref   `json:"ref"`
+	URI      string  `json:"uri"`
+	CACerts  *string `json:"CACerts"`
+	Audience *string `json:"audience"`
 }
 
 type deliverySpec struct {

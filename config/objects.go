@@ -2,12 +2,15 @@ package config
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +37,9 @@ type parsed struct {
 	seq     *seqObj
 	par     *parObj
 	ping    *pingObj
+	policy  *policyObj
+	labels  map[string]string
+	maxRate float64 // sluice.dev/max-rate
 }
 
 // key is "Kind namespace/name".
@@ -62,6 +68,9 @@ type dest struct {
 	path string // the field, e.g. "spec.subscriber"
 	uri  string
 	ref  *kref
+	// caCerts (PEM) verify an https destination; audience names the OIDC token sent to
+	// it. Sluice honours them on subscribers and dead-letter sinks.
+	caCerts, audience string
 }
 
 type brokerObj struct {
@@ -280,6 +289,19 @@ func (p *parsed) spec(obj object, spec any) {
 		p.par = q
 	case *pingSourceSpec:
 		p.ping = p.pingSource(s)
+	case *eventPolicySpec:
+		p.policy = p.eventPolicy(s)
+	}
+	if v := ann[annotationMaxRate]; v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r):
+			p.fail("metadata.annotations.%s: %q is not a positive number of events a second", annotationMaxRate, v)
+		case p.broker == nil && p.channel == nil:
+			p.fail("metadata.annotations.%s: only for Brokers and channels", annotationMaxRate)
+		default:
+			p.maxRate = r
+		}
 	}
 	if !addressable {
 		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
@@ -384,6 +406,17 @@ func (p *parsed) dest(path string, d *destination, required bool) *dest {
 		return nil
 	}
 	out := &dest{path: path, uri: d.URI, ref: d.Ref}
+	if d.CACerts != nil {
+		out.caCerts = *d.CACerts
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(out.caCerts)) {
+			p.fail("%s.CACerts: no PEM certificate in it", path)
+		}
+	}
+	if d.Audience != nil {
+		if out.audience = *d.Audience; out.audience == "" {
+			p.fail("%s.audience: empty", path)
+		}
+	}
 	if r := d.Ref; r != nil {
 		if r.Kind == "" {
 			p.fail("%s.ref.kind: required", path)

@@ -74,7 +74,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Partitions: bb.parts, ReplicationFactor: bb.rf, KafkaBootstrapServers: bb.servers, KafkaTopic: bb.topic,
-				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream,
+				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream, Labels: p.labels, MaxRate: p.maxRate,
 			}}
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
@@ -85,6 +85,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
 				Partitions: ch.parts, ReplicationFactor: ch.rf, HeaderEncoding: ch.headerEnc, KinesisStream: ch.stream,
+				Labels: p.labels, MaxRate: p.maxRate,
 			}}
 			if p.status.Kind == kindChannel {
 				t := ch.template
@@ -182,7 +183,16 @@ func (l *loader) resolve(cfg *Config) {
 	}
 
 	// Now every address is known: resolve destinations and attach subscriptions.
+	// resolveDest resolves a subscriber or dead-letter sink, whose CACerts and audience
+	// the caller keeps; res any other destination, where Sluice does not honour them.
+	var resolveDest func(p *parsed, d *dest) string
 	res := func(p *parsed, d *dest) string {
+		if d != nil && (d.caCerts != "" || d.audience != "") {
+			p.fail("%s: CACerts and audience: supported by Knative, not by Sluice here: Sluice honours them on spec.subscriber and deadLetterSink", d.path)
+		}
+		return resolveDest(p, d)
+	}
+	resolveDest = func(p *parsed, d *dest) string {
 		if d == nil {
 			return ""
 		}
@@ -196,7 +206,7 @@ func (l *loader) resolve(cfg *Config) {
 	}
 	resDelivery := func(p *parsed, d partialDelivery) partialDelivery {
 		if d.dls != nil {
-			if u := res(p, d.dls); u != "" {
+			if u := resolveDest(p, d.dls); u != "" {
 				d.deadLetterSink = &u
 			}
 		}
@@ -229,7 +239,10 @@ func (l *loader) resolve(cfg *Config) {
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
 				Filters: t.filters, Ordered: t.ordered, Source: p.status.File}
-			tr.Subscriber = res(p, t.subscriber)
+			tr.Subscriber = resolveDest(p, t.subscriber)
+			if t.subscriber != nil {
+				tr.SubscriberCACerts, tr.SubscriberAudience = t.subscriber.caCerts, t.subscriber.audience
+			}
 			d := resDelivery(p, t.delivery)
 			if p.failed() {
 				continue
@@ -253,7 +266,10 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("spec.channel: %s/%s is a %s, not a %s", ns, s.channel.Name, n.Kind, s.channel.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Source: p.status.File}
-			tr.Subscriber = res(p, s.subscriber)
+			tr.Subscriber = resolveDest(p, s.subscriber)
+			if s.subscriber != nil {
+				tr.SubscriberCACerts, tr.SubscriberAudience = s.subscriber.caCerts, s.subscriber.audience
+			}
 			tr.Reply = res(p, s.reply)
 			if tr.Subscriber == "" { // only a reply: events are forwarded to it unchanged
 				tr.Subscriber, tr.Reply = tr.Reply, ""
@@ -307,6 +323,10 @@ func (l *loader) resolve(cfg *Config) {
 			if !p.failed() {
 				subs = append(subs, made...)
 			}
+		case p.policy != nil:
+			if !p.failed() {
+				cfg.EventPolicies = append(cfg.EventPolicies, p.policy.EventPolicy)
+			}
 		case p.ping != nil:
 			sink := res(p, p.ping.sink)
 			if p.failed() {
@@ -334,6 +354,7 @@ func (l *loader) resolve(cfg *Config) {
 	}
 	sort.Slice(cfg.Brokers, func(i, j int) bool { return cfg.Brokers[i].Key() < cfg.Brokers[j].Key() })
 	sort.Slice(cfg.PingSources, func(i, j int) bool { return cfg.PingSources[i].Key() < cfg.PingSources[j].Key() })
+	sort.Slice(cfg.EventPolicies, func(i, j int) bool { return cfg.EventPolicies[i].Key() < cfg.EventPolicies[j].Key() })
 	for _, p := range l.objects {
 		st := p.status
 		switch {

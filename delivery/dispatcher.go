@@ -35,6 +35,7 @@ import (
 type Dispatcher struct {
 	c            channel.Consumer
 	client       *http.Client
+	tokens       TokenSource
 	replier      Replier
 	deadLetterer DeadLetterer
 	log          *slog.Logger
@@ -126,6 +127,9 @@ func (d *Dispatcher) Update(t Target) {
 		return
 	}
 	old := d.target.Swap(r)
+	if old.subClient != nil || old.dlsClient != nil {
+		old.closeIdle() // attempts in flight keep theirs; idle ones go
+	}
 	if old.Name != t.Name {
 		d.tm.Store(d.metrics.forTrigger(t.Name))
 	}
@@ -225,6 +229,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.ownClient { // nobody else will: its idle connections and their janitor go too
 		d.client.CloseIdleConnections()
 	}
+	d.target.Load().closeIdle()
 	return nil
 }
 

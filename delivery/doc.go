@@ -48,7 +48,9 @@
 //
 // # Connections
 //
-// NewClient's transport keeps HTTP/1.1 keep-alive connections per subscriber host, at
+// NewClient's transport keeps HTTP/1.1 keep-alive connections per http:// subscriber
+// host (https:// ones negotiate HTTP/2 when offered; a Target's CACerts get a client of
+// their own, and its Audience a bearer token from WithTokenSource), at
 // most DefaultMaxConnsPerHost open to one host (shared by the triggers delivering there;
 // a request beyond waits for a connection), closes those idle for DefaultIdleTimeout,
 // and closes a retired trigger's idle ones at once (CloseIdleTo). Informational (1xx)

@@ -77,7 +77,12 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		ctx, th = d.startAttempt(ctx, t, j, j.ev, t.url)
 	}
 	tm.inflight.Inc()
-	o := send(ctx, d.client, t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th)
+	var o outcome
+	if authz, err := d.bearer(ctx, t.Audience); err != nil {
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th, authz)
+	}
 	tm.inflight.Dec()
 	d.lim.release()
 	if ctx.Err() != nil { // shutdown cancelled the attempt: not the subscriber's fault
@@ -120,7 +125,7 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 	if d.tracer != nil {
 		ctx, th = d.startAttempt(ctx, t, j, j.reply, u)
 	}
-	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th)
+	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, "")
 	if ctx.Err() != nil {
 		d.release(j)
 		return
@@ -192,7 +197,12 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		d.failed(ctx, t, j, &o, t.dls, j.dls)
 		return
 	}
-	o := send(ctx, d.client, t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th)
+	var o outcome
+	if authz, err := d.bearer(ctx, t.DeadLetterAudience); err != nil {
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+	}
 	if ctx.Err() != nil {
 		d.release(j)
 		return

@@ -66,7 +66,7 @@ var requestPool = sync.Pool{New: func() any {
 //
 // th, when tracing is on, is the attempt's trace context: it replaces the event's own.
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
-	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, th *tracing.Headers) (o outcome) {
+	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, th *tracing.Headers, authorization string) (o outcome) {
 	r := requestPool.Get().(*request)
 	clear(r.h)
 	event.WriteHeadersAs(r.h, e, enc)
@@ -76,6 +76,9 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	}
 	if th != nil {
 		th.Write(r.h)
+	}
+	if authorization != "" { // the destination's audience: never logged
+		r.h["Authorization"] = []string{authorization}
 	}
 	r.tmpl.URL = u
 	r.tmpl.Host = u.Host

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 
 	"github.com/sluice-broker/sluice/event"
@@ -32,6 +33,14 @@ type Target struct {
 	// zero value) or event.HeaderPercent (strict percent-encoding, for subscribers that
 	// decode).
 	HeaderEncoding event.HeaderEncoding
+	// CACerts, when set, are the PEM CA certificates an https subscriber is verified
+	// against instead of the system's (a Knative Destination's CACerts).
+	CACerts string
+	// Audience, when set, is the subscriber's OIDC audience: a token for it (from the
+	// dispatcher's TokenSource) is sent as Authorization: Bearer.
+	Audience string
+	// DeadLetterCACerts and DeadLetterAudience are the same for Policy.DeadLetterSink.
+	DeadLetterCACerts, DeadLetterAudience string
 	// MaxInFlight bounds the attempts in progress toward the subscriber at once; zero
 	// means DefaultMaxInFlight. With adaptation on, the effective limit moves between 1
 	// and MaxInFlight.
@@ -48,7 +57,8 @@ func (t Target) maxInFlight() int {
 // resolved is a Target with its URLs parsed once, so attempts do not parse them again.
 type resolved struct {
 	Target
-	url, reply, dls *url.URL
+	url, reply, dls      *url.URL
+	subClient, dlsClient *http.Client // for CACerts; nil: the dispatcher's client
 }
 
 func resolve(t Target) (*resolved, error) {
@@ -65,6 +75,16 @@ func resolve(t Target) (*resolved, error) {
 	if t.Policy.DeadLetterSink != "" {
 		if r.dls, err = parseURL("deadLetterSink", t.Policy.DeadLetterSink); err != nil {
 			return nil, err
+		}
+	}
+	if t.CACerts != "" {
+		if r.subClient, err = caClient(t.CACerts); err != nil {
+			return nil, fmt.Errorf("delivery: subscriber %w", err)
+		}
+	}
+	if t.DeadLetterCACerts != "" {
+		if r.dlsClient, err = caClient(t.DeadLetterCACerts); err != nil {
+			return nil, fmt.Errorf("delivery: deadLetterSink %w", err)
 		}
 	}
 	return r, nil

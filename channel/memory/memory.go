@@ -50,7 +50,7 @@ func New(opts ...Option) *Channel {
 }
 
 // Admits reports whether n more bytes fit the budget now (channel.Admitter).
-func (c *Channel) Admits(n int64) bool { return c.budget.Used()+n <= c.budget.Limit() }
+func (c *Channel) Admits(n int64) bool { return c.budget.fits(n) }
 
 var _ channel.Admitter = (*Channel)(nil)
 

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -18,6 +19,10 @@ type memoryBackend struct {
 	budget  *memory.Budget
 	reg     prometheus.Registerer
 	metrics prometheus.Collector
+	share   int64 // bytes one namespace may hold (WithNamespaceShare); the limit: no shares
+
+	mu     sync.Mutex
+	shares map[string]*memory.Budget // by namespace, when share < the limit
 }
 
 func (m *memoryBackend) flags(*pflag.FlagSet) {}
@@ -26,6 +31,7 @@ func (m *memoryBackend) needs() string { return "nothing" }
 
 func (m *memoryBackend) start(_ context.Context, e env) (bool, error) {
 	m.budget = memory.NewBudget(e.memoryLimit)
+	m.share = int64(float64(e.memoryLimit) * e.nsShare)
 	if e.reg != nil {
 		m.reg, m.metrics = e.reg, budgetCollector{m.budget}
 		if err := e.reg.Register(m.metrics); err != nil {
@@ -35,8 +41,21 @@ func (m *memoryBackend) start(_ context.Context, e env) (bool, error) {
 	return true, nil
 }
 
-func (m *memoryBackend) open(context.Context, config.Broker) (channel.Channel, error) {
-	return memory.New(memory.WithBudget(m.budget)), nil
+func (m *memoryBackend) open(_ context.Context, b config.Broker) (channel.Channel, error) {
+	if m.share >= m.budget.Limit() {
+		return memory.New(memory.WithBudget(m.budget)), nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.shares[b.Namespace]
+	if s == nil {
+		if m.shares == nil {
+			m.shares = map[string]*memory.Budget{}
+		}
+		s = m.budget.Share(m.share)
+		m.shares[b.Namespace] = s
+	}
+	return memory.New(memory.WithBudget(s)), nil
 }
 
 func (m *memoryBackend) close(context.Context) error {

@@ -81,6 +81,7 @@ type env struct {
 	log         *slog.Logger
 	reg         prometheus.Registerer
 	memoryLimit int64
+	nsShare     float64
 }
 
 type entry struct {
@@ -99,6 +100,7 @@ type options struct {
 	logger      *slog.Logger
 	registerer  prometheus.Registerer
 	memoryLimit int64
+	nsShare     float64
 }
 
 // WithLogger sets the logger of the registry and its backends. Default: discard.
@@ -112,6 +114,11 @@ func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) 
 // WithMemoryLimit sets the bytes all memory channels may hold together; when it is
 // reached their Publish fails with channel.ErrFull. Default DefaultMemoryLimit.
 func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
+
+// WithNamespaceShare bounds the memory channels of one namespace together to a fraction
+// f (0 < f ≤ 1) of the memory limit, so that a namespace whose events pile up answers
+// 429 while the others still have room. Default 1: one budget shared by all.
+func WithNamespaceShare(f float64) Option { return func(o *options) { o.nsShare = f } }
 
 // Registry holds Sluice's channel backends. Create it with New, register its flags with
 // Flags before they are parsed, then Start it; Open is the broker's ChannelOpener. Its
@@ -156,7 +163,7 @@ func (r *Registry) Flags(fs *pflag.FlagSet) {
 // backend its flags do not configure, is an error naming the flag. On error nothing is
 // left running.
 func (r *Registry) Start(ctx context.Context, opts ...Option) error {
-	o := options{memoryLimit: DefaultMemoryLimit}
+	o := options{memoryLimit: DefaultMemoryLimit, nsShare: 1}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -165,6 +172,9 @@ func (r *Registry) Start(ctx context.Context, opts ...Option) error {
 	}
 	if o.memoryLimit <= 0 {
 		return fmt.Errorf("registry: WithMemoryLimit(%d): want > 0", o.memoryLimit)
+	}
+	if !(o.nsShare > 0 && o.nsShare <= 1) {
+		return fmt.Errorf("registry: WithNamespaceShare(%v): want a fraction above 0, at most 1", o.nsShare)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,7 +185,7 @@ func (r *Registry) Start(ctx context.Context, opts ...Option) error {
 	if !ok {
 		return fmt.Errorf("--channel %q: %s", r.def, r.unknown())
 	}
-	e := env{log: o.logger, reg: o.registerer, memoryLimit: o.memoryLimit}
+	e := env{log: o.logger, reg: o.registerer, memoryLimit: o.memoryLimit, nsShare: o.nsShare}
 	configured := make(map[string]bool, len(r.backends))
 	for i, be := range r.backends {
 		ok, err := be.b.start(ctx, e)

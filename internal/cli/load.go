@@ -36,6 +36,7 @@ type loadFlags struct {
 	run         string
 	insecure    bool
 	stdClient   bool
+	headers     []string // --header "Name: value"
 }
 
 func (l *loadFlags) register(f *pflag.FlagSet) {
@@ -55,6 +56,7 @@ func (l *loadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&l.run, "run", "", "run id (sluicerun extension and ce-id prefix; default: random)")
 	f.BoolVar(&l.insecure, "insecure", false, "skip TLS certificate verification (https targets)")
 	f.BoolVar(&l.stdClient, "std-client", false, "send with Go's net/http client instead of the raw HTTP/1.1 sender")
+	f.StringArrayVarP(&l.headers, "header", "H", nil, `extra request header "Name: value", e.g. "Authorization: Bearer $(cat token)" (repeatable)`)
 }
 
 // options turns the flags into load options (the caller sets Progress and Start).
@@ -115,6 +117,14 @@ func (l *loadFlags) options() (load.Options, error) {
 	}
 	o.Target, o.Pacer, o.Template = l.target, p, t
 	o.Connections, o.Timeout, o.Insecure, o.StdClient = l.connections, l.timeout, l.insecure, l.stdClient
+	for _, h := range l.headers {
+		name, value, ok := strings.Cut(h, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || strings.ContainsAny(name+value, "\r\n") {
+			return o, fmt.Errorf("--header %q: want \"Name: value\" on one line", h)
+		}
+		o.Header = append(o.Header, [2]string{name, value})
+	}
 	return o, nil
 }
 

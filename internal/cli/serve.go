@@ -45,6 +45,7 @@ type serveFlags struct {
 	channels        *registry.Registry // --channel and every backend's flags
 	knative         knativeFlags       // --refs, --ref-url-template
 	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
+	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +89,7 @@ are watched and reloaded without dropping events.`,
 	f.channels.Flags(fl)
 	f.knative.register(fl)
 	f.observe.register(fl)
+	f.security.register(fl)
 	return cmd
 }
 
@@ -111,6 +113,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := f.security.check(cmd.Flags().Changed); err != nil {
+		return err
+	}
 	// Listen first: refs to the configuration's own brokers and channels resolve to
 	// this address.
 	ln, err := net.Listen("tcp", f.addr)
@@ -122,7 +127,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	cfg := config.Default()
 	var cfgOpts []config.Option
 	if f.config != "" {
-		cfgOpts = f.knative.options(ingressBase(ln.Addr().String()))
+		cfgOpts = f.knative.options(ingressBaseURL(f.security.scheme(), ln.Addr().String()))
 		if cfg, err = config.Read([]string{f.config}, cfgOpts...); err != nil {
 			return err
 		}
@@ -148,7 +153,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := f.channels.Start(ctx, registry.WithLogger(log), registry.WithRegisterer(reg),
-		registry.WithMemoryLimit(int64(f.memoryLimit))); err != nil {
+		registry.WithMemoryLimit(int64(f.memoryLimit)), registry.WithNamespaceShare(f.security.nsMemoryShare)); err != nil {
 		return err
 	}
 	defer func() { // after the brokers have closed their channels
@@ -163,7 +168,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	defer obs.close() // after the server has shut down: its last spans are exported
-	srv, err := broker.NewServer(
+	secOpts, err := f.security.brokerOptions(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := broker.NewServer(append(secOpts,
 		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
 		broker.WithRegisterer(reg),
@@ -174,7 +183,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithTracer(obs.tracer),
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -193,18 +202,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
 	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
-	hs := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	hs, plain, err := f.security.servers(ln, handler, log)
+	if err != nil {
+		srv.Shutdown(ctx)
+		return err
 	}
-	printIngestURLs(cmd, ln.Addr().String(), cfg)
+	printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
-	// runServe owns three goroutines, the config watcher, the dashboard's sampler and the
-	// HTTP server, and waits for them before it returns.
+	// runServe owns the config watcher, the dashboard's sampler and the HTTP servers (the
+	// plain one with --plain-addr) and waits for them before it returns.
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	uiCtx, stopUI := context.WithCancel(context.Background())
@@ -235,10 +242,19 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		})
 	}
 
-	serveErr := make(chan error, 1)
-	bg.Go(func() { serveErr <- hs.Serve(ln) })
+	serveErr := make(chan error, 2)
+	bg.Go(func() { serveErr <- hs.Serve() })
+	if plain != nil {
+		bg.Go(func() {
+			if err := plain.Serve(); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+		defer plain.Close() // after hs's shutdown below, or on an early return
+	}
 	select {
 	case err := <-serveErr:
+		hs.Close() // the other server, if it was the plain one that failed
 		stopWatch()
 		srv.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
@@ -267,12 +283,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 }
 
 // printIngestURLs tells the user where to send events.
-func printIngestURLs(cmd *cobra.Command, addr string, cfg *config.Config) {
-	host, port, _ := net.SplitHostPort(addr)
-	if host == "" || host == "::" || host == "0.0.0.0" {
-		host = "127.0.0.1"
-	}
-	base := "http://" + net.JoinHostPort(host, port)
+func printIngestURLs(cmd *cobra.Command, scheme, addr string, cfg *config.Config) {
+	base := ingressBaseURL(scheme, addr)
 	var b strings.Builder
 	for _, bc := range cfg.Brokers {
 		fmt.Fprintf(&b, "ingest: %s/%s\n", base, bc.Key())

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 
@@ -30,16 +29,6 @@ func (k *knativeFlags) options(ingress string) []config.Option {
 		config.WithRefsFile(k.refs),
 		config.WithRefURLTemplate(k.refTemplate),
 	}
-}
-
-// ingressBase is the base URL of the ingress listening at addr, for refs and the
-// printed ingest URLs.
-func ingressBase(addr string) string {
-	host, port, _ := net.SplitHostPort(addr)
-	if host == "" || host == "::" || host == "0.0.0.0" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port)
 }
 
 // configLog logs what a load means, once: every object not ready (error), every kind

@@ -102,3 +102,28 @@ func TestServeStopsEverything(t *testing.T) {
 		t.Errorf("no clean shutdown in the log:\n%s", stderr.String())
 	}
 }
+
+// TestServeRejectsBadSecurityFlags: security flags that mean nothing alone stop serve
+// before it listens, naming the flag.
+func TestServeRejectsBadSecurityFlags(t *testing.T) {
+	keepGC(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--auth-default", "deny-all"}, "--auth-default: needs --oidc-issuer or --tls-client-ca"},
+		{[]string{"--auth-default", "allow-some", "--oidc-issuer", "https://x"}, `--auth-default "allow-some"`},
+		{[]string{"--plain-addr", "127.0.0.1:0"}, "--plain-addr: only with --tls-cert"},
+		{[]string{"--tls-require-client-cert"}, "--tls-require-client-cert: needs --tls-client-ca"},
+		{[]string{"--oidc-jwks-file", "k.json"}, "only with --oidc-issuer"},
+		{[]string{"--oidc-token", "nofile"}, `--oidc-token "nofile": want AUDIENCE=FILE`},
+		{[]string{"--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"}, "--tls-cert/--tls-key"},
+		{[]string{"--namespace-memory-share", "0"}, "WithNamespaceShare(0)"},
+	} {
+		var stderr lockedBuffer
+		code := Execute(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), &lockedBuffer{}, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("serve %v: exit %d, stderr %q; want an error containing %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+}

@@ -40,6 +40,7 @@ type Options struct {
 	Timeout     time.Duration // per request (default 30s)
 	Insecure    bool          // skip TLS verification for https targets
 	StdClient   bool          // use net/http even for http:// targets
+	Header      [][2]string   // extra headers, name and value, sent with every request
 
 	// TrackAccepted keeps a bitset of the events acknowledged with 2xx (Result.Accepted),
 	// which bench compares with what its receiver got.
@@ -95,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	)
 	var std = newStdClientIf(u, o)
 	for i := range senders {
-		senders[i] = newSender(u, o.Template, o.Timeout, std)
+		senders[i] = newSender(u, o.Template, o.Timeout, std, o.Header)
 	}
 	prewarm(ctx, senders)
 	start := time.Now()

@@ -144,7 +144,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 		b.Run(mode.String(), func(b *testing.B) {
 			tm, _ := cevent.NewTemplate(mode, cevent.DefaultType, cevent.DefaultSource, "bench", data, 1)
 			u, _ := url.Parse("http://127.0.0.1:9000/")
-			s := newSender(u, tm, time.Second, nil).(*rawSender)
+			s := newSender(u, tm, time.Second, nil, nil).(*rawSender)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				s.buf, _ = s.build(outgoing{seq: uint64(i), sent: time.Now().UnixNano()})

@@ -35,9 +35,9 @@ type sender interface {
 
 // newSender returns the raw HTTP/1.1 sender for http:// targets and a net/http one for
 // https:// (or when std is set).
-func newSender(target *url.URL, t *cevent.Template, timeout time.Duration, std *http.Client) sender {
+func newSender(target *url.URL, t *cevent.Template, timeout time.Duration, std *http.Client, hdr [][2]string) sender {
 	if std != nil {
-		return &stdSender{client: std, url: target.String(), tmpl: t}
+		return &stdSender{client: std, url: target.String(), tmpl: t, hdr: hdr}
 	}
 	host := target.Host
 	addr := host
@@ -53,6 +53,9 @@ func newSender(target *url.URL, t *cevent.Template, timeout time.Duration, std *
 		// written, as cloudevents/sdk-go senders write them.
 		fmt.Fprintf(&head, "Ce-Specversion: 1.0\r\nCe-Type: %s\r\nCe-Source: %s\r\nCe-%s: %s\r\n",
 			event.EncodeHeaderValue(t.Type), event.EncodeHeaderValue(t.Source), cevent.ExtRun, t.Run)
+	}
+	for _, h := range hdr {
+		fmt.Fprintf(&head, "%s: %s\r\n", h[0], h[1])
 	}
 	return &rawSender{
 		conn: rawConn{addr: addr, timeout: timeout, dialer: net.Dialer{Timeout: timeout}},
@@ -119,6 +122,7 @@ type stdSender struct {
 	url    string
 	tmpl   *cevent.Template
 	body   []byte
+	hdr    [][2]string // Options.Header
 }
 
 func (s *stdSender) send(o outgoing) (int, int64, int64, error) {
@@ -129,6 +133,9 @@ func (s *stdSender) send(o outgoing) (int, int64, int64, error) {
 		return 0, 0, 0, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", t.ContentType())
+	for _, h := range s.hdr {
+		req.Header.Set(h[0], h[1])
+	}
 	if t.Mode == cevent.Binary {
 		h := req.Header
 		h["Ce-Specversion"] = []string{"1.0"}

@@ -248,6 +248,19 @@ func TestKnativeCorpus(t *testing.T) {
 			"Subscription default/subscription3": {refs: map[string]string{"spec.subscriber": tmpl + "service3" + svc}},
 			"PingSource default/source":          {notReady: `apiVersion "sources.knative.dev/v1alpha2" is not supported for PingSource`},
 		}},
+		// Knative's authorization docs: EventPolicies with refs, a selector, a wildcard
+		// sub and filters, and the example they protect.
+		{[]string{"eventpolicy"}, map[string]want{
+			"Namespace default/namespace-1":        {skipped: true},
+			"Namespace default/namespace-2":        {skipped: true},
+			"Broker namespace-1/broker":            {},
+			"PingSource namespace-1/pingsource-1":  {refs: map[string]string{"spec.sink": in + "/namespace-1/broker"}},
+			"PingSource namespace-2/pingsource-2":  {refs: map[string]string{"spec.sink": in + "/namespace-1/broker"}},
+			"Service namespace-1/event-display":    {skipped: true},
+			"Trigger namespace-1/trigger":          {refs: map[string]string{"spec.subscriber": "http://event-display.namespace-1.svc.cluster.local"}},
+			"EventPolicy namespace-1/event-policy": {},
+			"EventPolicy default/my-event-policy":  {},
+		}},
 	}
 	fileLoads := map[string]bool{} // every file of the corpus → all its objects ready (in some group)
 	fileWhy := map[string]string{}

@@ -1,0 +1,53 @@
+package broker
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// rateLimit is a broker's ingress rate (the sluice.dev/max-rate annotation): a token
+// bucket of MaxRate events a second that holds one second of them, so a namespace
+// flooding its broker is answered 429 past its share while other brokers keep theirs.
+type rateLimit struct {
+	perSec  float64
+	limiter *rate.Limiter
+}
+
+// setRate makes the broker's limit perSec events a second; 0 removes it. A limit that
+// did not change keeps its bucket. Called by apply (under the server's applyMu).
+func (b *Broker) setRate(perSec float64) {
+	if old := b.rate.Load(); old != nil && old.perSec == perSec {
+		return
+	}
+	if perSec <= 0 {
+		b.rate.Store(nil)
+		return
+	}
+	burst := max(1, int(perSec))
+	b.rate.Store(&rateLimit{perSec: perSec, limiter: rate.NewLimiter(rate.Limit(perSec), burst)})
+}
+
+// admitRate takes n events from the broker's bucket, or answers 429 with the time a
+// retry would wait for them.
+func (s *Server) admitRate(w http.ResponseWriter, b *Broker, n int) bool {
+	rl := b.rate.Load()
+	if rl == nil {
+		return true
+	}
+	now := time.Now()
+	if rl.limiter.AllowN(now, n) {
+		return true
+	}
+	s.metrics.rejected.WithLabelValues(b.key, "rate").Inc()
+	wait := time.Second
+	if r := rl.limiter.ReserveN(now, n); r.OK() { // only to learn the delay; given back at once
+		wait = max(time.Second, r.DelayFrom(now))
+		r.CancelAt(now)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	http.Error(w, "rate limit of /"+b.key+" ("+strconv.FormatFloat(rl.perSec, 'g', -1, 64)+" events/s, sluice.dev/max-rate) reached: try again after Retry-After", http.StatusTooManyRequests)
+	return false
+}

@@ -1,0 +1,208 @@
+// Package httpserver runs Sluice's HTTP server hardened against slow and greedy clients:
+// timeouts on every phase of a request, a cap on header bytes and on concurrent
+// connections, and optionally TLS (HTTP/1.1 and HTTP/2, TLS 1.2 at least, Go's default
+// cipher suites) with a certificate reloaded when its files change and client
+// certificates verified against a CA (mutual TLS).
+//
+// A slowloris client (headers one byte a second) holds one goroutine and one connection
+// slot until the read-header timeout closes it; a client that never reads its response
+// holds them until the write timeout does. With the connection cap, both cost at most
+// MaxConns goroutines and their socket buffers, whatever the number of clients: the
+// connections beyond the cap wait in the kernel's accept queue.
+package httpserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/sluice-broker/sluice/internal/tlsfiles"
+)
+
+// Defaults of the server's limits.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConns          = 8192
+)
+
+// Option configures a Server; see New.
+type Option func(*options)
+
+type options struct {
+	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout time.Duration
+	maxHeaderBytes, maxConns                                  int
+	certFile, keyFile, clientCAFile                           string
+	requireClientCert                                         bool
+	errorLog                                                  *log.Logger
+}
+
+// WithReadHeaderTimeout bounds the TLS handshake and the reading of a request's headers.
+// Default DefaultReadHeaderTimeout.
+func WithReadHeaderTimeout(d time.Duration) Option {
+	return func(o *options) { o.readHeaderTimeout = d }
+}
+
+// WithReadTimeout bounds the reading of a whole request, body included. Default
+// DefaultReadTimeout.
+func WithReadTimeout(d time.Duration) Option { return func(o *options) { o.readTimeout = d } }
+
+// WithWriteTimeout bounds the time from the end of a request's headers to the end of its
+// response: a client that does not read its response is cut off after it. Default
+// DefaultWriteTimeout.
+func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
+
+// WithIdleTimeout closes a keep-alive connection idle this long. Default
+// DefaultIdleTimeout.
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
+// WithMaxHeaderBytes caps the bytes of a request's headers (431 beyond). Default
+// DefaultMaxHeaderBytes.
+func WithMaxHeaderBytes(n int) Option { return func(o *options) { o.maxHeaderBytes = n } }
+
+// WithMaxConns caps the connections served at once; more wait to be accepted. Default
+// DefaultMaxConns.
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
+// WithTLS serves TLS with the PEM certificate and key in these files, reloaded when they
+// change (checked at most once a second, on a handshake).
+func WithTLS(certFile, keyFile string) Option {
+	return func(o *options) { o.certFile, o.keyFile = certFile, keyFile }
+}
+
+// WithClientCA asks clients for a certificate and verifies it against the PEM CA
+// certificates of file (mutual TLS). With require, a client without a valid certificate
+// fails the handshake; without, a client may send none (and then needs another identity,
+// such as a bearer token) but one it sends must verify. Needs WithTLS.
+func WithClientCA(file string, require bool) Option {
+	return func(o *options) { o.clientCAFile, o.requireClientCert = file, require }
+}
+
+// WithErrorLog sets the logger of the server's connection errors (TLS handshake
+// failures, timeouts). Default: the log package's standard logger.
+func WithErrorLog(l *log.Logger) Option { return func(o *options) { o.errorLog = l } }
+
+func defaults() options {
+	return options{
+		readHeaderTimeout: DefaultReadHeaderTimeout, readTimeout: DefaultReadTimeout,
+		writeTimeout: DefaultWriteTimeout, idleTimeout: DefaultIdleTimeout,
+		maxHeaderBytes: DefaultMaxHeaderBytes, maxConns: DefaultMaxConns,
+	}
+}
+
+// validate is the one place options are checked; the error names the option.
+func (o *options) validate() error {
+	switch {
+	case o.readHeaderTimeout <= 0:
+		return fmt.Errorf("httpserver: WithReadHeaderTimeout(%v): want > 0", o.readHeaderTimeout)
+	case o.readTimeout <= 0:
+		return fmt.Errorf("httpserver: WithReadTimeout(%v): want > 0", o.readTimeout)
+	case o.writeTimeout <= 0:
+		return fmt.Errorf("httpserver: WithWriteTimeout(%v): want > 0", o.writeTimeout)
+	case o.idleTimeout <= 0:
+		return fmt.Errorf("httpserver: WithIdleTimeout(%v): want > 0", o.idleTimeout)
+	case o.maxHeaderBytes < 1024:
+		return fmt.Errorf("httpserver: WithMaxHeaderBytes(%d): want at least 1024", o.maxHeaderBytes)
+	case o.maxConns < 1:
+		return fmt.Errorf("httpserver: WithMaxConns(%d): want at least 1", o.maxConns)
+	case (o.certFile == "") != (o.keyFile == ""):
+		return errors.New("httpserver: WithTLS: want both a certificate and a key file")
+	case o.clientCAFile != "" && o.certFile == "":
+		return errors.New("httpserver: WithClientCA needs WithTLS: client certificates are a part of TLS")
+	}
+	return nil
+}
+
+// Server is one hardened HTTP server on one listener.
+type Server struct {
+	hs   *http.Server
+	ln   net.Listener
+	cert *tlsfiles.Certificate // nil without TLS
+}
+
+// New returns a server of h on ln. It returns an error naming a bad option, or a TLS
+// file that does not load.
+func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{ln: netutil.LimitListener(ln, o.maxConns)}
+	s.hs = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.readHeaderTimeout,
+		ReadTimeout:       o.readTimeout,
+		WriteTimeout:      o.writeTimeout,
+		IdleTimeout:       o.idleTimeout,
+		MaxHeaderBytes:    o.maxHeaderBytes,
+		ErrorLog:          o.errorLog,
+	}
+	if o.certFile == "" {
+		return s, nil
+	}
+	cert, err := tlsfiles.LoadCertificate(o.certFile, o.keyFile, tlsfiles.DefaultCheckInterval)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	s.cert = cert
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cert.GetCertificate}
+	if o.clientCAFile != "" {
+		pool, err := tlsfiles.LoadCertPool(o.clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+		if o.requireClientCert {
+			tc.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	s.hs.TLSConfig = tc
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	s.hs.Protocols = &protos
+	return s, nil
+}
+
+// TLS reports whether the server serves TLS.
+func (s *Server) TLS() bool { return s.cert != nil }
+
+// Scheme is "https" with TLS, else "http".
+func (s *Server) Scheme() string {
+	if s.TLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until Shutdown; it returns http.ErrServerClosed then.
+func (s *Server) Serve() error {
+	if s.cert != nil {
+		return s.hs.ServeTLS(s.ln, "", "") // GetCertificate provides the pair
+	}
+	return s.hs.Serve(s.ln)
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for the requests in
+// progress.
+func (s *Server) Shutdown(ctx context.Context) error { return s.hs.Shutdown(ctx) }
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error { return s.hs.Close() }
