@@ -39,6 +39,7 @@ type Broker struct {
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics
+	backlog backlogGate // the backlog bound's cached verdict (admission.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup

@@ -208,6 +208,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		durable: channel.IsDurable(ch), srv: s, log: s.log, triggers: map[string]*trigger{},
 		m: s.metrics.forBroker(bc.Key()),
 	}
+	b.backlog.limit = s.opts.maxBacklog
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
 	}
