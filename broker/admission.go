@@ -18,11 +18,16 @@ import (
 //     broker's triggers has more than the backlog bound stored and unsettled
 //     (WithMaxBacklog; any channel, durable ones included).
 //  2. After a 429 the connection is held: the complete answer is flushed at once, then
-//     the handler waits RejectHold (jittered between ½ and 1×) before net/http reads
-//     the connection's next request. That next request waits in the socket, so a client
+//     the handler waits RejectHold (jittered between ½ and 1×; up to 3× that while more
+//     than holdScale connections are held) before net/http reads the connection's next
+//     request. That next request waits in the socket, so a client
 //     that keeps sending is pushed back through TCP at no CPU cost, instead of the broker
 //     spending its core reading, parsing and refusing requests as fast as they come.
 //     Each HTTP/1.1 connection then costs at most one refusal per hold.
+
+// holdScale is the number of held connections per unit of RejectHold: with more held,
+// each is held longer (at most 3×).
+const holdScale = 512
 
 // backlogEvery bounds how often the backlog of a broker's triggers is measured; between
 // measurements ingress uses the last verdict. Consumer.Len may ask the backend (a
@@ -96,6 +101,11 @@ func (s *Server) holdConn(w http.ResponseWriter, r *http.Request) {
 	if err := http.NewResponseController(w).Flush(); err != nil {
 		return
 	}
+	// Many connections held at once mean many clients refused: hold each longer, so
+	// refusals cost no more CPU with 2,048 connections than with a few hundred.
+	n := s.held.Add(1)
+	defer s.held.Add(-1)
+	d = d * time.Duration(min(max(n/holdScale, 1), 3))
 	d = d/2 + rand.N(d/2+1)
 	t := time.NewTimer(d)
 	defer t.Stop()

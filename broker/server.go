@@ -36,6 +36,7 @@ type Server struct {
 	brokers  atomic.Pointer[map[string]*Broker]
 	ingestMu sync.RWMutex // held for reading while a request stores events
 	draining atomic.Bool
+	held     atomic.Int64 // connections held after a 429 (admission.go)
 	ready    atomic.Bool
 	arrival  arrivalClock            // knativearrivaltime stamps
 	applied  atomic.Pointer[applied] // what Status reports
