@@ -18,15 +18,16 @@ import (
 //     broker's triggers has more than the backlog bound stored and unsettled
 //     (WithMaxBacklog; any channel, durable ones included).
 //  2. After a 429 the connection is held: the complete answer is flushed at once, then
-//     the handler waits RejectHold (jittered between ½ and 1×; up to 3× that while more
-//     than holdScale connections are held) before net/http reads the connection's next
+//     the handler waits RejectHold (jittered between ½ and 1×; twice that while more
+//     than 2 × holdScale connections are held) before net/http reads the connection's next
 //     request. That next request waits in the socket, so a client
 //     that keeps sending is pushed back through TCP at no CPU cost, instead of the broker
 //     spending its core reading, parsing and refusing requests as fast as they come.
 //     Each HTTP/1.1 connection then costs at most one refusal per hold.
 
 // holdScale is the number of held connections per unit of RejectHold: with more held,
-// each is held longer (at most 3×).
+// each is held longer (at most 2×, so that the next request on a held connection is
+// still answered well within a second).
 const holdScale = 512
 
 // backlogEvery bounds how often the backlog of a broker's triggers is measured; between
@@ -105,7 +106,7 @@ func (s *Server) holdConn(w http.ResponseWriter, r *http.Request) {
 	// refusals cost no more CPU with 2,048 connections than with a few hundred.
 	n := s.held.Add(1)
 	defer s.held.Add(-1)
-	d = d * time.Duration(min(max(n/holdScale, 1), 3))
+	d = d * time.Duration(min(max(n/holdScale, 1), 2))
 	d = d/2 + rand.N(d/2+1)
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -75,7 +75,11 @@ func run() error {
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary to run (default: build ./cmd/sluice into bin/sluice first)")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pinned layout: brokers on CPU 1 (taskset -c 1), generator and receivers on CPU 0 (needs 2 CPUs; the floor scenario reports both layouts whatever this says)")
 	flag.StringVar(&o.data, "data", "testdata/sample-ce-data.json", "event data file (2 KiB JSON)")
+	rerender := flag.Bool("rerender", false, "only re-judge <out>/results/results.json and rewrite <out>/README.md (no runs)")
 	flag.Parse()
+	if *rerender {
+		return rerenderREADME(o.out)
+	}
 	o.kafka = os.Getenv("SLUICE_KAFKA_BROKERS")
 	for _, s := range strings.Split(scen, ",") {
 		s = strings.TrimSpace(s)
@@ -178,6 +182,27 @@ func run() error {
 		s.logf("%-8s %s: %s%s", v.Status, v.Target, v.Measured, v.Why)
 	}
 	return nil
+}
+
+// rerenderREADME re-judges a saved results.json with this build's verdicts and rewrites
+// the README beside it.
+func rerenderREADME(out string) error {
+	js, err := os.ReadFile(filepath.Join(out, "results", "results.json"))
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(js, &r); err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	r.Verdicts = verdicts(&r)
+	if js, err = json.MarshalIndent(&r, "", "  "); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "results", "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return writeREADME(filepath.Join(out, "README.md"), &r)
 }
 
 // primeDuration is the length of the unrecorded run each broker gets before its ramp.
