@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/event"
 )
 
 // rawPost writes one binary-mode POST of body on conn and returns the answer read from
@@ -157,5 +158,46 @@ func TestAdmissionOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error naming %s", err, tc.want)
 		}
+	}
+}
+
+// TestBatchAnnotationDelivers: a Trigger annotated sluice.dev/delivery-batch delivers
+// through the broker as batches of structured events.
+func TestBatchAnnotationDelivers(t *testing.T) {
+	var batches, events atomic.Int64
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "application/cloudevents-batch+json" {
+			t.Errorf("Content-Type %q, want a batch", ct)
+		}
+		evs, err := event.ReadRequest(r, 1<<20)
+		if err != nil {
+			t.Errorf("invalid batch: %v", err)
+		}
+		batches.Add(1)
+		events.Add(int64(len(evs)))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer sub.Close()
+	s := newTestServer(t, nil)
+	trig := "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: all, namespace: ns, annotations: {sluice.dev/delivery-batch: \"50\", sluice.dev/delivery-batch-wait: PT0.2S}}\n" +
+		"spec: {broker: b, subscriber: {uri: \"" + sub.URL + "\"}}\n"
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+trig)); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	for i := range 100 {
+		if rec := post(h, "POST", "/ns/b", binary(fmt.Sprint("e", i)), `{}`); rec.Code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for events.Load() < 100 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := events.Load(); n != 100 {
+		t.Fatalf("%d of 100 events delivered", n)
+	}
+	if b := batches.Load(); b > 10 {
+		t.Errorf("100 events in %d requests: not batched", b)
 	}
 }

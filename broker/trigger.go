@@ -134,6 +134,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
 		},
 		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
+		Batch: tc.Batch, BatchWait: tc.BatchWait,
 	}, nil
 }
 
@@ -142,6 +143,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 // (logged and counted).
 func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
 	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
+	t.Batch, t.BatchWait = 0, 0 // dead letters go one by one
 	t.Policy.DeadLetterSink = ""
 	return t
 }

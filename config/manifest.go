@@ -45,6 +45,8 @@ const (
 	annotationStream         = "sluice.dev/kinesis-stream"
 	annotationHeaderEncoding = "sluice.dev/header-encoding"
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
+	annotationBatch          = "sluice.dev/delivery-batch"
+	annotationBatchWait      = "sluice.dev/delivery-batch-wait"
 	annotationClass          = "eventing.knative.dev/broker.class"
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
 )
