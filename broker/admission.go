@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
@@ -35,12 +35,14 @@ const holdScale = 512
 // JetStream consumer-info request), so one request in this interval pays for it.
 const backlogEvery = 20 * time.Millisecond
 
-// backlogGate caches whether a broker's triggers are over the backlog bound.
+// backlogGate caches whether a broker's triggers are over the backlog bound. Requests
+// read the cached verdict without a lock; the one that finds it stale measures while the
+// others keep using the old verdict.
 type backlogGate struct {
-	mu    sync.Mutex
-	at    time.Time
-	over  bool
-	limit int
+	limit     int          // set before the broker serves; 0: no bound
+	at        atomic.Int64 // when over was measured, Unix ns
+	over      atomic.Bool
+	measuring atomic.Bool
 }
 
 // overBacklog reports whether a trigger of b has more than the backlog bound stored and
@@ -50,20 +52,20 @@ func (b *Broker) overBacklog(now time.Time) bool {
 	if g.limit <= 0 {
 		return false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if now.Sub(g.at) < backlogEvery {
-		return g.over
+	if now.UnixNano()-g.at.Load() < int64(backlogEvery) || !g.measuring.CompareAndSwap(false, true) {
+		return g.over.Load()
 	}
-	g.at = now
-	g.over = false
+	defer g.measuring.Store(false)
+	over := false
 	for _, t := range b.triggerList() {
 		if t.consumer.Len() > g.limit {
-			g.over = true
+			over = true
 			break
 		}
 	}
-	return g.over
+	g.over.Store(over)
+	g.at.Store(now.UnixNano())
+	return over
 }
 
 // admits reports whether ingress should read a request of n bytes (n < 0: unknown) for
