@@ -40,6 +40,7 @@ type Broker struct {
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics
 	rate    atomic.Pointer[rateLimit] // sluice.dev/max-rate; nil: none (fairshare.go)
+	backlog backlogGate               // the backlog bound's cached verdict (admission.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup

@@ -71,11 +71,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
 		return
 	}
-	if a, ok := b.ch.(channel.Admitter); ok && r.ContentLength > 0 && !a.Admits(r.ContentLength) {
-		// Full: reject before reading the body, the cheapest answer an overload can get.
-		b.m.full.Inc()
-		w.Header().Set("Retry-After", retryAfterFull)
-		http.Error(w, "channel full: try again after Retry-After", http.StatusTooManyRequests)
+	if !s.admits(b, r.ContentLength) {
+		// Full: reject before reading the body, the cheapest answer an overload can get,
+		// and hold the connection (admission.go).
+		s.rejectFull(w, r, b, "the broker holds as much as it may")
 		return
 	}
 	start := time.Now()
@@ -138,9 +137,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, channel.ErrFull):
-			b.m.full.Inc()
-			w.Header().Set("Retry-After", retryAfterFull)
-			http.Error(w, oneLine(err.Error()), http.StatusTooManyRequests)
+			s.rejectFull(w, r, b, oneLine(err.Error()))
 		default:
 			s.metrics.rejected.WithLabelValues(b.key, "unavailable").Inc()
 			w.Header().Set("Retry-After", "1")

@@ -30,6 +30,8 @@ type options struct {
 	publishTimeout  time.Duration
 	maxInFlight     int
 	fixedInFlight   bool
+	maxBacklog      int
+	rejectHold      time.Duration
 	logger          *slog.Logger
 	registry        prometheus.Registerer
 	tracer          trace.Tracer            // nil: tracing off (tracing.go)
@@ -44,6 +46,7 @@ const (
 	DefaultMaxEventBytes   = 1 << 20
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultRejectHold      = 250 * time.Millisecond
 )
 
 // WithChannelOpener sets how brokers' channels are opened. Required.
@@ -69,6 +72,19 @@ func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n
 // every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
 func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
 
+// WithMaxBacklog bounds the events stored and not yet settled for any one trigger of a
+// broker: while a trigger has more, ingress answers 429 before reading the body, on
+// every channel (a memory channel is bounded by its byte budget as well). It keeps a
+// durable channel's ingress from taking the CPU its delivery needs when events arrive
+// faster than they are delivered (docs/overload.md). Default 0: no bound.
+func WithMaxBacklog(n int) Option { return func(o *options) { o.maxBacklog = n } }
+
+// WithRejectHold sets how long ingress holds an HTTP/1.1 connection after answering it
+// 429 before reading its next request (jittered between ½ and 1×): the client is pushed
+// back through TCP instead of the broker's CPU going to refusals (docs/overload.md). 0
+// turns the hold off. Default DefaultRejectHold (250 ms).
+func WithRejectHold(d time.Duration) Option { return func(o *options) { o.rejectHold = d } }
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
@@ -81,6 +97,7 @@ func defaultOptions() options {
 		shutdownTimeout: DefaultShutdownTimeout,
 		publishTimeout:  DefaultPublishTimeout,
 		maxInFlight:     delivery.DefaultMaxInFlight,
+		rejectHold:      DefaultRejectHold,
 		logger:          slog.Default(),
 	}
 }
@@ -98,6 +115,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithPublishTimeout(%v): want > 0", o.publishTimeout)
 	case o.maxInFlight < 1:
 		return fmt.Errorf("broker: WithMaxInFlight(%d): want at least 1", o.maxInFlight)
+	case o.maxBacklog < 0:
+		return fmt.Errorf("broker: WithMaxBacklog(%d): want 0 (no bound) or more", o.maxBacklog)
+	case o.rejectHold < 0 || o.rejectHold > 10*time.Second:
+		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
 	case o.logger == nil:
 		return errors.New("broker: WithLogger(nil): want a logger")
 	}

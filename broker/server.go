@@ -36,6 +36,7 @@ type Server struct {
 	brokers  atomic.Pointer[map[string]*Broker]
 	ingestMu sync.RWMutex // held for reading while a request stores events
 	draining atomic.Bool
+	held     atomic.Int64 // connections held after a 429 (admission.go)
 	ready    atomic.Bool
 	arrival  arrivalClock            // knativearrivaltime stamps
 	applied  atomic.Pointer[applied] // what Status reports
@@ -211,6 +212,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		durable: channel.IsDurable(ch), srv: s, log: s.log, triggers: map[string]*trigger{},
 		m: s.metrics.forBroker(bc.Key()),
 	}
+	b.backlog.limit = s.opts.maxBacklog
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
 	}

@@ -137,6 +137,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
 		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
 		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
+		Batch: tc.Batch, BatchWait: tc.BatchWait,
 	}, nil
 }
 
@@ -146,6 +147,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
 	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
 	t.CACerts, t.Audience = tc.Delivery.DeadLetterSinkCACerts, tc.Delivery.DeadLetterSinkAudience
+	t.Batch, t.BatchWait = 0, 0 // dead letters go one by one
 	t.Policy.DeadLetterSink, t.DeadLetterCACerts, t.DeadLetterAudience = "", "", ""
 	return t
 }

@@ -183,6 +183,11 @@ type Trigger struct {
 	Delivery Delivery
 	// Ordered is set by the annotation kafka.eventing.knative.dev/delivery.order: ordered.
 	Ordered bool
+	// Batch, above 1, delivers up to Batch events per POST as a batch (annotation
+	// sluice.dev/delivery-batch); BatchWait is how long a batch may wait to fill
+	// (sluice.dev/delivery-batch-wait, an ISO-8601 duration; 0: the default, 5 ms).
+	Batch     int
+	BatchWait time.Duration
 	// Source is the file the object was read from.
 	Source string
 }
@@ -197,7 +202,7 @@ func (t Trigger) Equal(u Trigger) bool {
 	return t.Namespace == u.Namespace && t.Name == u.Name && t.Kind == u.Kind &&
 		t.Subscriber == u.Subscriber && t.Reply == u.Reply && t.Delivery == u.Delivery &&
 		t.SubscriberCACerts == u.SubscriberCACerts && t.SubscriberAudience == u.SubscriberAudience &&
-		t.Ordered == u.Ordered &&
+		t.Ordered == u.Ordered && t.Batch == u.Batch && t.BatchWait == u.BatchWait &&
 		equalMaps(t.Attributes, u.Attributes) && reflect.DeepEqual(normSpecs(t.Filters), normSpecs(u.Filters))
 }
 

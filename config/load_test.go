@@ -228,6 +228,10 @@ spec:
 			[]string{"Trigger demo/t: spec.filters[0].all[0].sql: unknown field"}},
 		{"ordering annotation", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo, annotations: {kafka.eventing.knative.dev/delivery.order: sorted}}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
 			[]string{`metadata.annotations.kafka.eventing.knative.dev/delivery.order: "sorted" is not ordered or unordered`}},
+		{"batch annotations", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo, annotations: {sluice.dev/delivery-batch: \"0\", sluice.dev/delivery-batch-wait: 5ms}}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
+			[]string{`metadata.annotations.sluice.dev/delivery-batch: "0" is not a whole number from 1 to 1000`, "metadata.annotations.sluice.dev/delivery-batch-wait: "}},
+		{"batch wait too long", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo, annotations: {sluice.dev/delivery-batch: \"10\", sluice.dev/delivery-batch-wait: PT2S}}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
+			[]string{`metadata.annotations.sluice.dev/delivery-batch-wait: "PT2S": want more than 0 and at most PT1S`}},
 		{"delivery errors", `apiVersion: eventing.knative.dev/v1
 kind: Broker
 metadata: {name: b}

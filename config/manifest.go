@@ -46,6 +46,8 @@ const (
 	annotationHeaderEncoding = "sluice.dev/header-encoding"
 	annotationMaxRate        = "sluice.dev/max-rate"
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
+	annotationBatch          = "sluice.dev/delivery-batch"
+	annotationBatchWait      = "sluice.dev/delivery-batch-wait"
 	annotationClass          = "eventing.knative.dev/broker.class"
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
 )

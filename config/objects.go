@@ -96,6 +96,8 @@ type triggerObj struct {
 	subscriber *dest
 	delivery   partialDelivery
 	ordered    bool
+	batch      int
+	batchWait  time.Duration
 }
 
 type subObj struct {
@@ -238,6 +240,7 @@ func (p *parsed) spec(obj object, spec any) {
 		default:
 			p.fail("metadata.annotations.%s: %q is not ordered or unordered", annotationOrdering, v)
 		}
+		t.batch, t.batchWait = p.batchAnnotations(ann)
 		p.trigger = t
 	case *subscriptionSpec:
 		sub := &subObj{channel: s.Channel}

@@ -128,6 +128,20 @@ func TestLimiterAIMD(t *testing.T) {
 	if got := l.current(); got >= 32 {
 		t.Errorf("latency climb did not cut the limit: %d", got)
 	}
+	// A climb alone never cuts below the climb floor (32/8 = 4), however long it lasts.
+	for i := range 100 {
+		l.observe(20*ms, http.StatusOK, false, now.Add(time.Second+time.Duration(i)*time.Second))
+	}
+	if got := l.current(); got != 4 {
+		t.Errorf("after a long latency climb limit = %d, want the climb floor 4", got)
+	}
+	// The explicit signals still cut to 1.
+	for i := range 10 {
+		l.observe(ms, http.StatusServiceUnavailable, false, now.Add(time.Hour+time.Duration(i)*time.Second))
+	}
+	if got := l.current(); got != 1 {
+		t.Errorf("after repeated 503s limit = %d, want 1", got)
+	}
 	fixed := newLimiter(32, false, g)
 	fixed.observe(ms, http.StatusServiceUnavailable, false, now)
 	if got := fixed.current(); got != 32 {

@@ -50,12 +50,14 @@ type Dispatcher struct {
 	tm     atomic.Pointer[triggerMetrics]
 	bad    error // an invalid initial target; Run returns it
 
-	lim   *limiter
-	held  *semaphore // bounds messages held (in flight + pending)
-	ready chan *job  // jobs due for an attempt; capacity ≥ the held bound, so sends never block
-	seq   sequencer  // per-key serialisation of ordered targets
-	jobs  tally      // jobs held (received, not yet settled or released)
-	left  atomic.Int64
+	lim *limiter
+
+	batcher batcher    // batches being gathered (Target.Batch > 1)
+	held    *semaphore // bounds messages held (in flight + pending)
+	ready   chan *job  // jobs due for an attempt; capacity ≥ the held bound, so sends never block
+	seq     sequencer  // per-key serialisation of ordered targets
+	jobs    tally      // jobs held (received, not yet settled or released)
+	left    atomic.Int64
 
 	// Set by Run before it closes started, read-only afterwards.
 	ctx      context.Context    // the attempts' context
@@ -153,6 +155,15 @@ func (d *Dispatcher) growWorkersLocked(n int) {
 // leaves stops counting as idle before it checks for work (under d.mu), so either it
 // sees j, or this push sees no idle worker and takes the slow path, which starts one.
 func (d *Dispatcher) push(j *job) {
+	if d.batchable(j) {
+		d.addToBatch(j)
+		return
+	}
+	d.pushDirect(j)
+}
+
+// pushDirect is push without batching.
+func (d *Dispatcher) pushDirect(j *job) {
 	d.ready <- j
 	if d.idle.Load() > 0 {
 		return

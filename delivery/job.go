@@ -37,6 +37,7 @@ type job struct {
 	received time.Time
 	timer    *time.Timer
 	span     trace.Span // the open attempt's span; nil with tracing off
+	batch    []*job     // a batch carrier's jobs (batch.go); nil for a job of one message
 }
 
 var jobPool = sync.Pool{New: func() any { return new(job) }}
@@ -51,10 +52,18 @@ func newJob(m channel.Message) *job {
 func (d *Dispatcher) process(j *job) {
 	ctx := d.ctx
 	if ctx.Err() != nil {
-		d.release(j)
+		if j.batch != nil {
+			d.releaseBatch(j)
+		} else {
+			d.release(j)
+		}
 		return
 	}
 	t := d.target.Load()
+	if j.batch != nil {
+		d.deliverBatch(ctx, t, j)
+		return
+	}
 	switch j.phase {
 	case phaseDeliver:
 		d.deliver(ctx, t, j)

@@ -17,6 +17,7 @@ const (
 	minCutInterval    = 5 * time.Millisecond // floor of the one-cut-per-window interval
 	srttGain          = 1.0 / 8              // EWMA gain of the smoothed latency (as TCP's SRTT)
 	baselineDriftGain = 1.0 / 256            // how fast the baseline follows a lasting rise
+	climbFloorShare   = 1.0 / 8              // a latency climb alone cuts to no less than this share of the maximum
 )
 
 // limiter bounds the attempts in flight toward one subscriber. Without adaptation the
@@ -38,6 +39,10 @@ const (
 //	                                     drifting up slowly so a lasting change is learnt
 //	climb ⇔ S > 2·B and S − B > 2 ms
 //
+// A climb alone cuts no lower than M/8 (the climb floor), and not at all while this
+// process has used more than 75% of its CPUs over the last 50 ms: latency also climbs
+// when the broker or the subscriber shares a busy CPU, and cutting to one attempt in
+// flight then collapses delivery to one event per round trip (docs/overload.md).
 // Other failures (400, 404, 500, connection refused) leave L unchanged: they say nothing
 // about load. The effective semaphore limit is ⌊L⌋. Safe for concurrent use.
 type limiter struct {
@@ -51,11 +56,12 @@ type limiter struct {
 	srtt     float64 // smoothed latency, ns
 	base     float64 // baseline latency, ns
 	lastCut  time.Time
+	cpu      *cpuBusy // whether this process's own CPU is saturated: a latency climb then says nothing of the subscriber
 }
 
 func newLimiter(maxInFlight int, adaptive bool, gauge prometheus.Gauge) *limiter {
 	l := &limiter{sem: newSemaphore(maxInFlight), adaptive: adaptive, max: maxInFlight,
-		limit: float64(maxInFlight), gauge: gauge}
+		limit: float64(maxInFlight), gauge: gauge, cpu: newCPUBusy()}
 	gauge.Set(float64(maxInFlight))
 	return l
 }
@@ -104,8 +110,12 @@ func (l *limiter) observe(latency time.Duration, status int, timedOut bool, now 
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		congested = true
 	}
+	floor := 1.0
 	if !congested && status != 0 && l.srtt > latencyFactor*l.base && l.srtt-l.base > float64(latencyMargin) {
-		congested = true
+		// A latency climb alone is an ambiguous signal: it cuts no lower than the climb
+		// floor, and not at all while this process's own CPU is saturated.
+		floor = l.climbFloor()
+		congested = l.limit > floor && !l.cpu.busy(now)
 	}
 	old := int(l.limit)
 	if congested {
@@ -114,7 +124,7 @@ func (l *limiter) observe(latency time.Duration, status int, timedOut bool, now 
 			return
 		}
 		l.lastCut = now
-		l.limit = max(1, l.limit*aimdDecrease)
+		l.limit = max(floor, l.limit*aimdDecrease)
 	} else {
 		l.limit = min(float64(l.max), l.limit+1/l.limit)
 	}
@@ -122,6 +132,15 @@ func (l *limiter) observe(latency time.Duration, status int, timedOut bool, now 
 		l.applyLocked()
 	}
 }
+
+// climbFloor is the lowest limit a latency climb alone may cut to: climbFloorShare of
+// the maximum, at least 1. Latency also climbs when the subscriber or the broker shares
+// a busy CPU with other work; more requests in flight then still deliver more, but
+// every attempt stays slower than the best latency seen, so without a floor each window
+// would cut again down to one attempt in flight, and delivery would fall to one event
+// per round trip (docs/overload.md). The explicit signals (429, 502, 503, 504, a
+// timeout) still cut to 1.
+func (l *limiter) climbFloor() float64 { return max(1, float64(l.max)*climbFloorShare) }
 
 func (l *limiter) applyLocked() {
 	n := max(int(l.limit), 1)

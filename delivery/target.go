@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/sluice-broker/sluice/event"
 )
@@ -45,6 +46,24 @@ type Target struct {
 	// means DefaultMaxInFlight. With adaptation on, the effective limit moves between 1
 	// and MaxInFlight.
 	MaxInFlight int
+	// Batch, when above 1, delivers up to Batch events per POST as
+	// application/cloudevents-batch+json (annotation sluice.dev/delivery-batch); a 2xx
+	// settles them all, a failure retries the batch, and when retries are spent each
+	// event is dead-lettered on its own. See batch.go and docs/delivery.md.
+	Batch int
+	// BatchWait is how long a batch waits to fill before it is sent anyway
+	// (sluice.dev/delivery-batch-wait); zero means DefaultBatchWait.
+	BatchWait time.Duration
+}
+
+// DefaultBatchWait is Target.BatchWait when zero.
+const DefaultBatchWait = 5 * time.Millisecond
+
+func (t Target) batchWait() time.Duration {
+	if t.BatchWait > 0 {
+		return t.BatchWait
+	}
+	return DefaultBatchWait
 }
 
 func (t Target) maxInFlight() int {
@@ -63,6 +82,9 @@ type resolved struct {
 
 func resolve(t Target) (*resolved, error) {
 	r := &resolved{Target: t}
+	if t.Batch < 0 || t.BatchWait < 0 {
+		return nil, fmt.Errorf("delivery: batch %d, wait %v: want 0 or more", t.Batch, t.BatchWait)
+	}
 	var err error
 	if r.url, err = parseURL("subscriber", t.URL); err != nil {
 		return nil, err

@@ -38,6 +38,8 @@ type serveFlags struct {
 	publishTimeout  time.Duration
 	maxInFlight     int
 	fixedInFlight   bool
+	maxBacklog      int
+	rejectHold      time.Duration
 	reloadInterval  time.Duration
 	logLevel        string
 	logFormat       string
@@ -82,6 +84,8 @@ are watched and reloaded without dropping events.`,
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
 	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
+	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "events one trigger may have stored and unsettled before ingress answers 429 (any channel; 0: no bound; see docs/overload.md)")
+	fl.DurationVar(&f.rejectHold, "reject-hold", broker.DefaultRejectHold, "after a 429, how long ingress waits before reading that connection's next request (0: off; see docs/overload.md)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -183,6 +187,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithTracer(obs.tracer),
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
+		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold),
 	)...)
 	if err != nil {
 		return err

@@ -27,6 +27,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +45,7 @@ type options struct {
 	sluice    string
 	data      string
 	kafka     string // SLUICE_KAFKA_BROKERS
+	pin       bool
 }
 
 // suite holds what every scenario run needs.
@@ -52,6 +55,7 @@ type suite struct {
 	tmp     string
 	data    []byte
 	results string // out/results
+	pinned  bool   // brokers on CPU 1, this process on CPU 0
 	logf    func(format string, args ...any)
 }
 
@@ -69,15 +73,20 @@ func run() error {
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run: "+strings.Join(allScenarios, ","))
 	flag.StringVar(&o.out, "out", "docs/benchmarks", "output directory: README.md and results/ are written there")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary to run (default: build ./cmd/sluice into bin/sluice first)")
+	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pinned layout: brokers on CPU 1 (taskset -c 1), generator and receivers on CPU 0 (needs 2 CPUs; the floor scenario reports both layouts whatever this says)")
 	flag.StringVar(&o.data, "data", "testdata/sample-ce-data.json", "event data file (2 KiB JSON)")
+	rerender := flag.Bool("rerender", false, "only re-judge <out>/results/results.json and rewrite <out>/README.md (no runs)")
 	flag.Parse()
+	if *rerender {
+		return rerenderREADME(o.out)
+	}
 	o.kafka = os.Getenv("SLUICE_KAFKA_BROKERS")
 	for _, s := range strings.Split(scen, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
-		if _, ok := scenarioByName(s); !ok && s != scOverload {
+		if _, ok := scenarioByName(s); !ok && s != scOverload && s != scFloor {
 			return fmt.Errorf("--scenarios: unknown scenario %q (want %s)", s, strings.Join(allScenarios, ","))
 		}
 		o.scenarios = append(o.scenarios, s)
@@ -111,6 +120,15 @@ func run() error {
 		}
 		o.sluice = "bin/sluice"
 	}
+	if o.pin {
+		if runtime.NumCPU() < 2 {
+			return fmt.Errorf("--pin needs 2 CPUs; this machine has %d", runtime.NumCPU())
+		}
+		if _, err := pinSelf(true); err != nil {
+			return err
+		}
+		s.pinned = true
+	}
 	if s.o.sluice, err = filepath.Abs(o.sluice); err != nil {
 		return err
 	}
@@ -127,13 +145,17 @@ func run() error {
 	}
 
 	r := &results{Machine: describeMachine(), Command: commandLine(), Quick: o.quick, Commit: gitCommit(),
-		Started: time.Now(), Criteria: defaultCriteria, Plan: s.p, LoadAvg: map[string]string{"start": loadAvg()}}
+		Started: time.Now(), Pinned: s.pinned, Criteria: defaultCriteria, Plan: s.p, LoadAvg: map[string]string{"start": loadAvg()}}
 	for _, name := range o.scenarios {
 		if ctx.Err() != nil {
 			break
 		}
-		if name == scOverload {
-			r.Overload = s.overload(ctx, r.find(scMemory))
+		switch name {
+		case scOverload:
+			r.Overloads = s.overload(ctx, r)
+			continue
+		case scFloor:
+			r.Floor = s.floor(ctx)
 			continue
 		}
 		sc, _ := scenarioByName(name)
@@ -162,13 +184,34 @@ func run() error {
 	return nil
 }
 
+// rerenderREADME re-judges a saved results.json with this build's verdicts and rewrites
+// the README beside it.
+func rerenderREADME(out string) error {
+	js, err := os.ReadFile(filepath.Join(out, "results", "results.json"))
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(js, &r); err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	r.Verdicts = verdicts(&r)
+	if js, err = json.MarshalIndent(&r, "", "  "); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "results", "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return writeREADME(filepath.Join(out, "README.md"), &r)
+}
+
 // primeDuration is the length of the unrecorded run each broker gets before its ramp.
 const primeDuration = 3 * time.Second
 
 // plans: full (the committed run) and quick (smoke).
 var (
 	fullPlan = plan{Step: 4 * time.Second, StepWarmup: time.Second, Settle: 5 * time.Second,
-		Half: 15 * time.Second, Overload: 60 * time.Second, Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
+		Half: 15 * time.Second, Overload: 20 * time.Second, Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
 	quickPlan = plan{Step: time.Second, StepWarmup: 500 * time.Millisecond, Settle: 2 * time.Second,
 		Half: 2 * time.Second, Overload: 4 * time.Second, Coarse: 2, Fine: 0, MaxSteps: 4}
 )
@@ -176,16 +219,10 @@ var (
 // scenario ramps one scenario and measures latency at half its sustained rate.
 func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 	sr := scenarioResult{scenario: sc, Sustained: -1}
-	var extra []string
-	switch sc.Channel {
-	case "jetstream":
-		extra = append(extra, "--channel", "jetstream", "--data-dir", filepath.Join(s.tmp, sc.Name, "data"))
-	case "kafka":
-		if s.o.kafka == "" {
-			sr.NotRun = "SLUICE_KAFKA_BROKERS is not set (start Kafka with `eval \"$(scripts/kafka.sh start)\"`)"
-			return sr
-		}
-		extra = append(extra, "--channel", "kafka", "--kafka-brokers", s.o.kafka)
+	extra, why := s.channelFlags(sc, filepath.Join(s.tmp, sc.Name))
+	if why != "" {
+		sr.NotRun = why
+		return sr
 	}
 	rcv, err := freeAddrs(max(sc.Matching, 1))
 	if err != nil {
@@ -208,7 +245,7 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 			sr.Error = err.Error()
 			return sr
 		}
-		b, err := startBroker(ctx, s.o.sluice, dir, cfg, extra...)
+		b, err := startBroker(ctx, s.o.sluice, dir, cfg, s.pinned, extra...)
 		if err != nil {
 			if sc.Channel != "memory" {
 				sr.NotRun = "sluice serve did not start: " + lastPart(firstLine(err.Error()))
@@ -229,29 +266,12 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 			return sr
 		}
 	}
-	s.logf("%s: ramp from %.0f events/s", sc.Name, sc.StartRate)
-	rp := rampPlan{Start: sc.StartRate, Coarse: s.p.Coarse, Fine: s.p.Fine, MaxRate: 100000, MaxSteps: s.p.MaxSteps, Floor: 8}
-	for ctx.Err() == nil {
-		rate, done := nextRate(sr.Steps, rp)
-		if done {
-			break
-		}
-		st, _, err := runStep(ctx, t, stepSpec{Rate: rate, Duration: s.p.Step, Warmup: s.p.StepWarmup, Settle: s.p.Settle})
-		if err != nil {
-			sr.Error = err.Error()
-			break
-		}
-		st.Pass, st.Why = judge(st, defaultCriteria)
-		s.logf("%s: %6.0f/s sent %6.0f/s ok %.3f%% lost %d pub p99 %.1fms e2e p99 %.1fms cpu %.0fµs/ev → %v %s",
-			sc.Name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
-		sr.Steps = append(sr.Steps, st)
-		if t.Broker != nil && !t.Broker.Alive() {
-			sr.Error = "the broker died during the ramp: " + t.Broker.logTail()
-			break
-		}
-		if !st.Pass { // let a backlog drain before the next, lower step
-			sleepCtx(ctx, s.p.Settle)
-		}
+	var err2 error
+	if sr.Steps, err2 = s.ramp(ctx, t, sc); err2 != nil {
+		sr.Error = err2.Error()
+	}
+	if t.Broker != nil && !t.Broker.Alive() {
+		sr.Error = "the broker died during the ramp: " + t.Broker.logTail()
 	}
 	sr.Sustained = sustained(sr.Steps)
 	dir := filepath.Join(s.results, sc.Name)
@@ -290,47 +310,130 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 	return sr
 }
 
-// overload runs twice the memory broker's sustained rate at a fresh memory broker.
-func (s *suite) overload(ctx context.Context, mem *scenarioResult) *overloadResult {
-	if mem == nil || mem.sustainedStep() == nil {
-		return &overloadResult{NotRun: "needs the memory scenario's sustained rate (run it first, in the same --scenarios list)"}
+// overloadBacklog is the --max-backlog of the overload runs' brokers: a durable channel
+// has no byte budget, so without a bound its ingress would take every event and the CPU
+// delivery needs (docs/overload.md). It is about one to two seconds of delivery here.
+const overloadBacklog = 20000
+
+// overloads are the overload runs: factor × sustained over that many connections.
+var overloads = []struct {
+	factor float64
+	conns  int
+}{{2, 256}, {4, 2048}}
+
+// overload runs every overload (2× and 4× the channel's sustained rate) for each
+// channel scenario that ran, each at a fresh broker.
+func (s *suite) overload(ctx context.Context, r *results) []*overloadResult {
+	var out []*overloadResult
+	for _, ch := range []string{scMemory, scJetStream, scKafka} {
+		for _, ov := range overloads {
+			if ctx.Err() != nil {
+				return out
+			}
+			o := s.overloadOne(ctx, r.find(ch), ch, ov.factor, ov.conns)
+			o.Channel, o.Factor, o.Connections = ch, ov.factor, ov.conns
+			out = append(out, o)
+		}
 	}
-	sc, _ := scenarioByName(scMemory)
+	return out
+}
+
+// overloadOne runs factor × the sustained rate of the channel scenario sr at a fresh
+// broker of that channel.
+func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, name string, factor float64, conns int) *overloadResult {
+	if sr == nil || sr.sustainedStep() == nil {
+		return &overloadResult{NotRun: "needs the " + name + " scenario's sustained rate (run it first, in the same --scenarios list)"}
+	}
+	sc := sr.scenario
+	extra, why := s.channelFlags(sc, filepath.Join(s.tmp, fmt.Sprintf("overload-%s-%.0f", name, factor)))
+	if why != "" {
+		return &overloadResult{NotRun: why}
+	}
+	extra = append(extra, "--max-backlog", strconv.Itoa(overloadBacklog))
 	rcv, err := freeAddrs(1)
 	if err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
-	dir := filepath.Join(s.tmp, scOverload)
+	dir := filepath.Join(s.tmp, fmt.Sprintf("overload-%s-%.0f", name, factor))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, "overload", []string{"http://" + rcv[0] + "/"})), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, "overload-"+newRunID()[:6], []string{"http://" + rcv[0] + "/"})), 0o644); err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
-	b, err := startBroker(ctx, s.o.sluice, dir, cfg)
+	b, err := startBroker(ctx, s.o.sluice, dir, cfg, s.pinned, extra...)
 	if err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
 	defer b.Stop()
-	rate := mem.SustainedRate()
-	s.logf("overload: %.0f/s (2 × %.0f) for %s", 2*rate, rate, s.p.Overload)
+	t := target{URL: b.ingest, Receivers: rcv, Broker: b, Data: s.data}
+	if _, _, err := runStep(ctx, t, stepSpec{Rate: sc.StartRate / 2, Duration: primeDuration, Settle: s.p.Settle}); err != nil {
+		return &overloadResult{Error: "priming run: " + err.Error()}
+	}
+	rate := sr.SustainedRate()
+	s.logf("overload %s: %.0f/s (%.0f × %.0f) over %d connections for %s", name, factor*rate, factor, rate, conns, s.p.Overload)
 	settle := 30 * time.Second
 	if s.o.quick {
 		settle = 10 * time.Second
 	}
-	o, res, err := runOverload(ctx, target{URL: b.ingest, Receivers: rcv, Broker: b, Data: s.data}, rate, s.p.Overload, settle)
+	o, res, err := runOverload(ctx, t, rate, factor, conns, s.p.Overload, settle)
 	if err != nil {
-		return &overloadResult{Error: err.Error(), SustainedRate: rate, Rate: 2 * rate}
+		return &overloadResult{Error: err.Error(), SustainedRate: rate, Rate: factor * rate}
 	}
-	out := filepath.Join(s.results, scOverload)
-	if err := writeReport(out, "overload: 2 × the memory broker's sustained rate", res); err != nil {
+	sub := fmt.Sprintf("%s-%s-%.0fx", scOverload, name, factor)
+	out := filepath.Join(s.results, sub)
+	if err := writeReport(out, fmt.Sprintf("overload: %.0f × the %s broker's sustained rate, %d connections", factor, name, conns), res); err != nil {
 		o.Error = err.Error()
 	}
-	o.ReportDir = "results/" + scOverload
-	s.logf("overload: %d requests, %d accepted, %d × 429, %d × 503, lost %d, delivery %.0f/s, RSS %.1f MiB, probe 429 p99 %.2f ms, alive %v",
-		o.Requests, o.Accepted, o.Rejected429, o.Rejected503, o.Lost, o.DeliveryRate, float64(o.PeakRSS)/mib, o.ProbeRejectP99MS, o.Alive)
+	o.ReportDir = "results/" + sub
+	s.logf("overload %s %.0f×: %d requests, %d accepted, %d × 429, %d × 503, %d other, lost %d, delivery %.0f/s (min %.0f) of %.0f, RSS %.1f MiB, probe 429 p99 %.2f ms, health max %.1f ms, alive %v",
+		name, factor, o.Requests, o.Accepted, o.Rejected429, o.Rejected503, o.OtherFailures, o.Lost, o.DeliveryRate, o.MinDeliveryRate, rate,
+		float64(o.PeakRSS)/mib, o.ProbeRejectP99MS, o.HealthMaxMS, o.Alive)
 	return o
+}
+
+// channelFlags returns the `sluice serve` flags of sc's channel, data under dir, or why
+// the channel cannot run here.
+func (s *suite) channelFlags(sc scenario, dir string) ([]string, string) {
+	switch sc.Channel {
+	case "jetstream":
+		return []string{"--channel", "jetstream", "--data-dir", filepath.Join(dir, "data")}, ""
+	case "kafka":
+		if s.o.kafka == "" {
+			return nil, "SLUICE_KAFKA_BROKERS is not set (start Kafka with `eval \"$(scripts/kafka.sh start)\"`)"
+		}
+		return []string{"--channel", "kafka", "--kafka-brokers", s.o.kafka}, ""
+	}
+	return nil, ""
+}
+
+// ramp runs the adaptive ramp of constant-rate steps against t and returns its steps.
+func (s *suite) ramp(ctx context.Context, t target, sc scenario) ([]stepResult, error) {
+	s.logf("%s: ramp from %.0f events/s", sc.Name, sc.StartRate)
+	rp := rampPlan{Start: sc.StartRate, Coarse: s.p.Coarse, Fine: s.p.Fine, MaxRate: 100000, MaxSteps: s.p.MaxSteps, Floor: 8}
+	var steps []stepResult
+	for ctx.Err() == nil {
+		rate, done := nextRate(steps, rp)
+		if done {
+			break
+		}
+		st, _, err := runStep(ctx, t, stepSpec{Rate: rate, Duration: s.p.Step, Warmup: s.p.StepWarmup, Settle: s.p.Settle})
+		if err != nil {
+			return steps, err
+		}
+		st.Pass, st.Why = judge(st, defaultCriteria)
+		s.logf("%s: %6.0f/s sent %6.0f/s ok %.3f%% lost %d pub p99 %.1fms e2e p99 %.1fms cpu %.0fµs/ev → %v %s",
+			sc.Name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
+		steps = append(steps, st)
+		if t.Broker != nil && !t.Broker.Alive() {
+			break
+		}
+		if !st.Pass { // let a backlog drain before the next, lower step
+			sleepCtx(ctx, s.p.Settle)
+		}
+	}
+	return steps, nil
 }
 
 // writeReport writes a `sluice bench` report directory for res and keeps only the

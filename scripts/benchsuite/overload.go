@@ -109,13 +109,59 @@ func meanDeliveryRate(perSecond []uint64, skip, end int) float64 {
 	return float64(n) / float64(end-skip)
 }
 
-// runOverload sends twice the sustained rate at a fresh memory broker (t.Broker) for
-// d, with the probe alongside, and fills an overloadResult.
-func runOverload(ctx context.Context, t target, sustainedRate float64, d, settle time.Duration) (*overloadResult, *bench.Result, error) {
-	o := &overloadResult{SustainedRate: sustainedRate, Rate: 2 * sustainedRate, DurationS: d.Seconds()}
+// healthProbe GETs /healthz, /readyz and /metrics of base every 200 ms until ctx is
+// done, and returns the slowest answer and how many were not 200.
+func healthProbe(ctx context.Context, base string) (slowest time.Duration, failures int) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 3}}
+	defer client.CloseIdleConnections()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return slowest, failures
+		case <-tick.C:
+		}
+		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+			start := time.Now()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+			if err != nil {
+				return slowest, failures
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				if ctx.Err() != nil {
+					return slowest, failures
+				}
+				failures++
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			slowest = max(slowest, time.Since(start))
+			if resp.StatusCode != http.StatusOK {
+				failures++
+			}
+		}
+	}
+}
+
+// runOverload sends factor × the sustained rate over conns connections at a fresh
+// broker (t.Broker) for d, with the probes alongside, and fills an overloadResult.
+func runOverload(ctx context.Context, t target, sustainedRate, factor float64, conns int, d, settle time.Duration) (*overloadResult, *bench.Result, error) {
+	o := &overloadResult{SustainedRate: sustainedRate, Rate: factor * sustainedRate, Factor: factor, Connections: conns, DurationS: d.Seconds()}
 	pctx, stopProbe := context.WithCancel(ctx)
 	probeDone := make(chan *probeResult, 1)
 	go func() { probeDone <- probe(pctx, t.URL, t.Data) }()
+	type health struct {
+		slowest  time.Duration
+		failures int
+	}
+	healthDone := make(chan health, 1)
+	go func() {
+		s, f := healthProbe(pctx, t.Broker.base())
+		healthDone <- health{s, f}
+	}()
 	cpu0, err := t.Broker.CPU()
 	if err != nil {
 		stopProbe()
@@ -130,12 +176,14 @@ func runOverload(ctx context.Context, t target, sustainedRate float64, d, settle
 		}
 		stopProbe()
 	}()
-	st, res, err := runStep(ctx, t, stepSpec{Rate: o.Rate, Duration: d, Settle: settle})
+	st, res, err := runStep(ctx, t, stepSpec{Rate: o.Rate, Duration: d, Settle: settle, Connections: conns})
 	stopProbe()
 	pr := <-probeDone
+	h := <-healthDone
 	if err != nil {
 		return nil, nil, err
 	}
+	o.HealthMaxMS, o.HealthFailures = float64(h.slowest)/float64(time.Millisecond), h.failures
 	cpu1, cpuErr := t.Broker.CPU()
 	if cpuErr == nil {
 		o.CPUSeconds = (cpu1 - cpu0).Seconds()
@@ -161,7 +209,10 @@ func runOverload(ctx context.Context, t target, sustainedRate float64, d, settle
 		}
 	}
 	secs := int(d / time.Second)
-	o.DeliveryRate = meanDeliveryRate(perSecond, min(5, secs/4), secs)
+	o.DeliveryPerSecond = perSecond
+	skip := min(5, secs/4)
+	o.DeliveryRate = meanDeliveryRate(perSecond, skip, secs)
+	o.MinDeliveryRate = minDeliveryRate(perSecond, skip, secs)
 	pr.mu.Lock()
 	o.ProbeRequests, o.Probe429, o.Probe429RetryAfter = pr.requests, len(pr.rejected), pr.retryAfter
 	o.ProbeRejectP99MS, o.ProbeRejectMaxMS = quantileMS(pr.rejected, 0.99), quantileMS(pr.rejected, 1)
@@ -172,4 +223,17 @@ func runOverload(ctx context.Context, t target, sustainedRate float64, d, settle
 		return o, res, fmt.Errorf("overload: %w", err)
 	}
 	return o, res, nil
+}
+
+// minDeliveryRate is the lowest per-second deliveries over seconds [skip, end).
+func minDeliveryRate(perSecond []uint64, skip, end int) float64 {
+	end = min(end, len(perSecond))
+	if end <= skip {
+		return 0
+	}
+	m := perSecond[skip]
+	for _, v := range perSecond[skip:end] {
+		m = min(m, v)
+	}
+	return float64(m)
 }

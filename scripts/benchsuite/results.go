@@ -14,7 +14,9 @@ type results struct {
 	Criteria  criteria          `json:"criteria"`
 	Plan      plan              `json:"plan"`
 	Scenarios []scenarioResult  `json:"scenarios"`
-	Overload  *overloadResult   `json:"overload,omitempty"`
+	Overloads []*overloadResult `json:"overloads,omitempty"`
+	Floor     *floorResult      `json:"floor,omitempty"`
+	Pinned    bool              `json:"pinned"` // brokers on CPU 1, generator and receivers on CPU 0
 	Verdicts  []verdict         `json:"verdicts"`
 	LoadAvg   map[string]string `json:"load_average"` // "start", "end": /proc/loadavg
 	Notes     []string          `json:"notes,omitempty"`
@@ -70,12 +72,15 @@ func (r *results) find(name string) *scenarioResult {
 	return nil
 }
 
-// overloadResult is the overload run: twice the memory broker's sustained rate.
+// overloadResult is one overload run: Factor × a channel's sustained rate.
 type overloadResult struct {
+	Channel       string  `json:"channel"`     // memory, jetstream, kafka
+	Factor        float64 `json:"factor"`      // 2 or 4
+	Connections   int     `json:"connections"` // the generator's
 	NotRun        string  `json:"not_run,omitempty"`
 	Error         string  `json:"error,omitempty"`
-	SustainedRate float64 `json:"sustained_rate"` // the memory scenario's
-	Rate          float64 `json:"rate"`           // intended, 2 × sustained
+	SustainedRate float64 `json:"sustained_rate"` // the channel's scenario's
+	Rate          float64 `json:"rate"`           // intended, Factor × sustained
 	Achieved      float64 `json:"achieved_rate"`
 	DurationS     float64 `json:"duration_s"`
 	Requests      uint64  `json:"requests"`
@@ -88,8 +93,16 @@ type overloadResult struct {
 	// DeliveryRate is the mean events/s received over the load, without its first
 	// seconds (the queue filling).
 	DeliveryRate float64 `json:"delivery_rate"`
-	Publish      latency `json:"publish"`
-	E2E          latency `json:"e2e"`
+	// MinDeliveryRate is the lowest events/s received in one second of the same span.
+	MinDeliveryRate float64 `json:"min_delivery_rate"`
+	// DeliveryPerSecond is events received per second from the load's start.
+	DeliveryPerSecond []uint64 `json:"delivery_per_second"`
+	// HealthMaxMS is the slowest answer to GET /healthz, /readyz or /metrics during the
+	// overload (one of each every 200 ms); HealthFailures counts non-200 answers.
+	HealthMaxMS    float64 `json:"health_max_ms"`
+	HealthFailures int     `json:"health_failures"`
+	Publish        latency `json:"publish"`
+	E2E            latency `json:"e2e"`
 	// Probe: a separate client's requests during the overload, timed from the actual
 	// send, split by answer.
 	ProbeRequests      int     `json:"probe_requests"`

@@ -16,10 +16,11 @@ const (
 	scJetStream = "jetstream"
 	scKafka     = "kafka"
 	scOverload  = "overload"
+	scFloor     = "floor"
 )
 
 // allScenarios is the default --scenarios list.
-var allScenarios = []string{scDirect, scMemory, scFanout, scFilter, scJetStream, scKafka, scOverload}
+var allScenarios = []string{scDirect, scMemory, scFanout, scFilter, scJetStream, scKafka, scOverload, scFloor}
 
 // scenario describes one broker set-up to ramp.
 type scenario struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -70,6 +71,8 @@ type stepSpec struct {
 	Duration time.Duration
 	Warmup   time.Duration
 	Settle   time.Duration
+	// Connections is the generator's connection count; 0 means 256.
+	Connections int
 }
 
 // runStep runs one constant-rate bench through t and measures it. It returns the bench
@@ -81,7 +84,7 @@ func runStep(ctx context.Context, t target, sp stepSpec) (stepResult, *bench.Res
 		return stepResult{}, nil, fmt.Errorf("event template: %w", err)
 	}
 	lo := load.Options{Target: t.URL, Pacer: pacer.Constant{Rate: sp.Rate, Duration: sp.Duration},
-		Template: tmpl, Connections: 256, Timeout: 10 * time.Second, TrackAccepted: true}
+		Template: tmpl, Connections: cmp.Or(sp.Connections, 256), Timeout: 10 * time.Second, TrackAccepted: true}
 	if sp.Warmup > 0 {
 		w := pacer.Warmup{Rate: sp.Rate, Duration: sp.Warmup, Next: lo.Pacer}
 		lo.Pacer, lo.WarmupHits, lo.Warmup = w, w.Hits(), sp.Warmup

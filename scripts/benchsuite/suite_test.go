@@ -125,8 +125,9 @@ func TestVerdicts(t *testing.T) {
 		sc(scFilter, 6500, 9000, 5),     // 0.93: met
 		sc(scJetStream, 3000, 5000, 60), // 0.43 < 0.5, p99 60 > 50
 		{scenario: scenario{Name: scKafka}, NotRun: "no kafka"},
-	}, Overload: &overloadResult{SustainedRate: 7000, DeliveryRate: 6000, PeakRSS: 150 * mib, Requests: 10, Accepted: 5,
-		Rejected429: 5, Probe429: 100, Probe429RetryAfter: 100, ProbeRejectP99MS: 2, Settled: true, Alive: true}}
+	}, Overloads: []*overloadResult{{SustainedRate: 7000, DeliveryRate: 6000, PeakRSS: 150 * mib, Requests: 10, Accepted: 5,
+		Rejected429: 5, Probe429: 100, Probe429RetryAfter: 100, ProbeRejectP99MS: 2, Settled: true, Alive: true, HealthMaxMS: 20}},
+		Floor: &floorResult{Rows: []floorRow{{Layout: "pinned", Rate: 5000, NginxCPUUS: 40, SluiceCPUUS: 80, Ratio: 2}}}}
 	got := map[string]verdict{}
 	for _, v := range verdicts(r) {
 		got[v.Target] = v
@@ -141,7 +142,9 @@ func TestVerdicts(t *testing.T) {
 		{"fan-out", notMet, 0.4},
 		{"100 triggers", met, 6500.0 / 7000},
 		{"overload: peak RSS", met, 0.75},
-		{"overload: excess rejected", met, 0.2},
+		{"overload: every answer", met, 0.002},
+		{"overload: /healthz", met, 0.2},
+		{"floor pinned, 5000 ev/s", notMet, 2 / 1.5},
 		{"overload: delivery rate", notMet, 6000.0 / 7000},
 		{"overload: zero accepted", met, 0},
 		{"jetstream: sustained", notMet, 3000.0 / 7000 / 0.5},
@@ -172,16 +175,16 @@ func TestVerdicts(t *testing.T) {
 			t.Errorf("filter with no sustained step: %+v", v)
 		}
 	}
-	// Missing overload: four not-run verdicts.
-	r.Overload = nil
+	// Missing overload: five not-run verdicts.
+	r.Overloads = nil
 	n := 0
 	for _, v := range verdicts(r) {
 		if strings.HasPrefix(v.Target, "overload") && v.Status == notRun {
 			n++
 		}
 	}
-	if n != 4 {
-		t.Errorf("%d overload verdicts not run, want 4", n)
+	if n != 5 {
+		t.Errorf("%d overload verdicts not run, want 5", n)
 	}
 }
 

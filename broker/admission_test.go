@@ -1,0 +1,203 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// rawPost writes one binary-mode POST of body on conn and returns the answer read from
+// br, and how long after the write it was complete.
+func rawPost(t *testing.T, conn net.Conn, br *bufio.Reader, id, body string) (*http.Response, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	req := fmt.Sprintf("POST /ns/b HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nCe-Specversion: 1.0\r\n"+
+		"Ce-Id: %s\r\nCe-Source: /test\r\nCe-Type: t\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp, time.Since(start)
+}
+
+// TestRejectHoldsConnection checks rule 2 of admission.go over a real connection: a 429
+// arrives whole at once, with Retry-After, and the next request on the same connection
+// is read only after the hold; with the hold off it is read at once.
+func TestRejectHoldsConnection(t *testing.T) {
+	const hold = 2 * time.Second
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+	}{{"held", hold}, {"off", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := newRecorder(t)
+			s := newTestServer(t, memory.NewBudget(1024), WithRejectHold(tc.hold))
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			big := strings.Repeat("x", 1100) // more than the whole budget
+
+			resp, took := rawPost(t, conn, br, "first", big)
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("full: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if took >= hold/2 {
+				t.Errorf("the 429 took %v: it should be flushed before the hold (%v)", took, hold)
+			}
+			resp, took = rawPost(t, conn, br, "second", `{}`)
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("an event that fits: %d", resp.StatusCode)
+			}
+			switch {
+			case tc.hold > 0 && took < tc.hold/2:
+				t.Errorf("the next request on a held connection was answered after %v, want at least %v", took, tc.hold/2)
+			case tc.hold == 0 && took >= hold/2:
+				t.Errorf("with the hold off the next request took %v", took)
+			}
+		})
+	}
+}
+
+// TestMaxBacklog checks rule 1 for the backlog bound: while the trigger has more than
+// the bound stored and unsettled, ingress answers 429 with Retry-After; once the
+// subscriber catches up it accepts again, and every accepted event is delivered.
+func TestMaxBacklog(t *testing.T) {
+	const bound = 3
+	release := make(chan struct{})
+	var delivered atomic.Int64
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sub.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	s := newTestServer(t, nil, WithMaxBacklog(bound), WithRejectHold(0))
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	accepted, rejected := 0, 0
+	for i := range 10 {
+		time.Sleep(2 * backlogEvery) // a fresh measurement each time
+		rec := post(h, "POST", "/ns/b", binary(fmt.Sprint("e", i)), `{}`)
+		switch rec.Code {
+		case http.StatusAccepted:
+			accepted++
+		case http.StatusTooManyRequests:
+			rejected++
+			if rec.Header().Get("Retry-After") == "" {
+				t.Errorf("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	if accepted != bound+1 || rejected != 10-accepted {
+		t.Errorf("with a backlog bound of %d: %d accepted, %d rejected; want %d accepted (the bound is exceeded by the last one) and the rest rejected",
+			bound, accepted, rejected, bound+1)
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for delivered.Load() < int64(accepted) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := delivered.Load(); n != int64(accepted) {
+		t.Fatalf("%d of %d accepted events delivered", n, accepted)
+	}
+	time.Sleep(2 * backlogEvery)
+	if rec := post(h, "POST", "/ns/b", binary("after"), `{}`); rec.Code != http.StatusAccepted {
+		t.Errorf("after the backlog drained: %d %s, want 202", rec.Code, rec.Body)
+	}
+}
+
+// TestAdmissionOptions checks that the constructor names a bad admission option.
+func TestAdmissionOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithMaxBacklog(-1), "WithMaxBacklog"},
+		{WithRejectHold(-time.Second), "WithRejectHold"},
+		{WithRejectHold(time.Minute), "WithRejectHold"},
+	} {
+		_, err := NewServer(WithChannelOpener(memoryOpener(memory.NewBudget(1024))), tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+// TestBatchAnnotationDelivers: a Trigger annotated sluice.dev/delivery-batch delivers
+// through the broker as batches of structured events.
+func TestBatchAnnotationDelivers(t *testing.T) {
+	var batches, events atomic.Int64
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "application/cloudevents-batch+json" {
+			t.Errorf("Content-Type %q, want a batch", ct)
+		}
+		evs, err := event.ReadRequest(r, 1<<20)
+		if err != nil {
+			t.Errorf("invalid batch: %v", err)
+		}
+		batches.Add(1)
+		events.Add(int64(len(evs)))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer sub.Close()
+	s := newTestServer(t, nil)
+	trig := "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: all, namespace: ns, annotations: {sluice.dev/delivery-batch: \"50\", sluice.dev/delivery-batch-wait: PT0.2S}}\n" +
+		"spec: {broker: b, subscriber: {uri: \"" + sub.URL + "\"}}\n"
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+trig)); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	for i := range 100 {
+		if rec := post(h, "POST", "/ns/b", binary(fmt.Sprint("e", i)), `{}`); rec.Code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for events.Load() < 100 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := events.Load(); n != 100 {
+		t.Fatalf("%d of 100 events delivered", n)
+	}
+	if b := batches.Load(); b > 10 {
+		t.Errorf("100 events in %d requests: not batched", b)
+	}
+}
