@@ -21,7 +21,8 @@ func TestMinInsyncReplicasOption(t *testing.T) {
 	}{
 		{[]Option{WithMinInsyncReplicas(1)}, ""},
 		{[]Option{WithReplicationFactor(3), WithMinInsyncReplicas(2)}, ""},
-		{[]Option{WithMinInsyncReplicas(2)}, "WithMinInsyncReplicas: 2, want 0 (the cluster's setting) to the replication factor 1"},
+		{[]Option{WithMinInsyncReplicas(2)}, ""}, // replication 0: the cluster's default, unknown here
+		{[]Option{WithReplicationFactor(1), WithMinInsyncReplicas(2)}, "WithMinInsyncReplicas: 2, want 0 (the cluster's setting) to the replication factor 1"},
 		{[]Option{WithMinInsyncReplicas(-1)}, "WithMinInsyncReplicas: -1"},
 	} {
 		cfg := defaultConfig()
@@ -35,6 +36,27 @@ func TestMinInsyncReplicasOption(t *testing.T) {
 			t.Errorf("%v", err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("err = %v, want one containing %q", err, tt.want)
+		}
+	}
+}
+
+// TestTopicConfigs: an explicit min.insync.replicas wins; otherwise a topic of 3 or more
+// replicas gets 2, and a smaller one (or the cluster's default factor, -1) the cluster's.
+func TestTopicConfigs(t *testing.T) {
+	for _, tt := range []struct {
+		minInsync, rf int16
+		want          string // "" = no setting
+	}{
+		{0, -1, ""}, {0, 1, ""}, {0, 3, "2"}, {0, 5, "2"}, {1, 3, "1"}, {3, -1, "3"},
+	} {
+		cfg := defaultConfig()
+		cfg.minInsync = tt.minInsync
+		got := ""
+		if v := cfg.topicConfigs(tt.rf)["min.insync.replicas"]; v != nil {
+			got = *v
+		}
+		if got != tt.want {
+			t.Errorf("minInsync %d, rf %d: min.insync.replicas %q, want %q", tt.minInsync, tt.rf, got, tt.want)
 		}
 	}
 }
