@@ -114,12 +114,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	// Hold the ingest lock while storing, so Shutdown starts draining only after every
-	// request that passed this check has stored its events or failed.
 	var spans *ingressSpans
 	if s.opts.tracer != nil {
 		spans = s.startIngress(r, b, evs, start)
 	}
+	// Hold the ingest lock while storing, so Shutdown starts draining only after every
+	// request that passed this check has stored its events or failed.
 	s.ingestMu.RLock()
 	if s.draining.Load() {
 		s.ingestMu.RUnlock()
