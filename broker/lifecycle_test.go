@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
 // subscriber is a real HTTP subscriber on 127.0.0.1 that counts the events it accepts.
@@ -222,20 +223,5 @@ func TestRemovedTriggerFreesBudget(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is the log of a process or server that the test reads while it runs.
+type lockedBuffer = syncbuf.Buffer

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-broker/sluice/internal/cli"
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 	"github.com/sluice-broker/sluice/loadtest/bench"
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 	"github.com/sluice-broker/sluice/loadtest/load"
@@ -55,18 +56,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer is a log the server and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer is the log of a process or server that the test reads while it runs.
+type syncBuffer = syncbuf.Buffer
 
 // scrape returns the value of the series of /metrics whose line starts with series
 // (name and labels exactly as exposed), and whether it is there.

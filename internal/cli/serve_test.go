@@ -1,36 +1,21 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
-// lockedBuffer is an output safe for the command and the test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is the log of a process or server that the test reads while it runs.
+type lockedBuffer = syncbuf.Buffer
 
 // keepGC restores the GC settings serve changes for the process.
 func keepGC(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
 // replica is one running `sluice serve`.
@@ -32,22 +34,8 @@ type replica struct {
 	dead   atomic.Bool
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the log of a process or server that the test reads while it runs.
+type syncBuffer = syncbuf.Buffer
 
 // startReplica runs `sluice serve` on a free port with args and waits until /readyz
 // answers 200. It is stopped with SIGTERM when the test ends, if still running.

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.
@@ -51,22 +53,8 @@ type broker struct {
 	exited chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the log of a process or server that the test reads while it runs.
+type syncBuffer = syncbuf.Buffer
 
 // startBroker runs `sluice serve` on a free 127.0.0.1 port with args and waits until it
 // is ready. It is stopped with SIGTERM when the test ends (if still running).

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
 // Binaries built once by TestMain.
@@ -62,23 +64,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the log of a process or server that the test reads while it runs.
+type syncBuffer = syncbuf.Buffer
 
 // proc is a process a test started; it is stopped (SIGTERM, then SIGKILL) when the test
 // ends if still running.
