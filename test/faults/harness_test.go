@@ -315,18 +315,25 @@ var payload = bytes.Repeat([]byte("x"), 1024)
 // start sends rate events/s from a pool of workers until stop.
 func (l *loader) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
-	ids := make(chan int, l.rate)
+	l.cancel, l.done = cancel, pace(ctx, l.rate, 64, l.send)
+}
+
+// pace calls send(n) for n = 0, 1, 2… at rate per second from workers goroutines until
+// ctx ends. A number falling due while every worker is busy is skipped: not sent, not
+// counted. The channel it returns is closed once every send has returned.
+func pace(ctx context.Context, rate, workers int, send func(n int)) chan struct{} {
+	done := make(chan struct{})
+	due := make(chan int, rate)
 	var wg sync.WaitGroup
-	for range 64 {
+	for range workers {
 		wg.Go(func() {
-			for n := range ids {
-				l.send(n)
+			for n := range due {
+				send(n)
 			}
 		})
 	}
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		n, start := 0, time.Now()
@@ -336,18 +343,18 @@ func (l *loader) start() {
 			case <-ctx.Done():
 				break loop
 			case <-tick.C:
-				due := int(time.Since(start).Seconds() * float64(l.rate))
-				for ; n < due; n++ {
+				for upTo := int(time.Since(start).Seconds() * float64(rate)); n < upTo; n++ {
 					select {
-					case ids <- n:
+					case due <- n:
 					default: // every worker busy: not sent, not counted
 					}
 				}
 			}
 		}
-		close(ids)
+		close(due)
 		wg.Wait()
 	}()
+	return done
 }
 
 func (l *loader) send(n int) {

@@ -185,38 +185,7 @@ func newSoakLoader(url string, rate int) *soakLoader {
 
 func (l *soakLoader) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
-	seqs := make(chan int, l.rate)
-	var wg sync.WaitGroup
-	for range 128 {
-		wg.Go(func() {
-			for n := range seqs {
-				l.send(n)
-			}
-		})
-	}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		n, start := 0, time.Now()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-tick.C:
-				for due := int(time.Since(start).Seconds() * float64(l.rate)); n < due; n++ {
-					select {
-					case seqs <- n:
-					default:
-					}
-				}
-			}
-		}
-		close(seqs)
-		wg.Wait()
-	}()
+	l.cancel, l.done = cancel, pace(ctx, l.rate, 128, l.send)
 }
 
 func (l *soakLoader) send(n int) {
