@@ -1,10 +1,7 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -37,33 +34,7 @@ func BenchmarkIngressTracing(b *testing.B) {
 				defer p.Shutdown(context.Background())
 				opts = append(opts, WithTracer(p.Tracer()))
 			}
-			s := newTestServer(b, nil, opts...)
-			if err := s.Apply(context.Background(), loadConfig(b, plainBroker()+triggerDoc("t", "never.matches", "http://127.0.0.1:9/"))); err != nil {
-				b.Fatal(err)
-			}
-			h := s.Handler()
-			body := bytes.Repeat([]byte("x"), 1024)
-			req := httptest.NewRequest(http.MethodPost, "/ns/b", nil)
-			req.Header.Set("Ce-Specversion", "1.0")
-			req.Header.Set("Ce-Id", "1")
-			req.Header.Set("Ce-Source", "/bench")
-			req.Header.Set("Ce-Type", "io.sluice.bench")
-			req.Header.Set("Content-Type", "application/octet-stream")
-			rd := bytes.NewReader(body)
-			w := &discardWriter{h: http.Header{}}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				rd.Reset(body)
-				r := *req
-				r.Body = readCloser{rd}
-				r.ContentLength = int64(len(body))
-				w.code = 0
-				h.ServeHTTP(w, &r)
-				if w.code != http.StatusAccepted {
-					b.Fatalf("status %d", w.code)
-				}
-			}
+			benchIngress(b, opts...)
 		})
 	}
 }
