@@ -16,7 +16,12 @@ import (
 // accepts everything: receive from a memory channel, binary-mode POST of the 2 KiB sample
 // payload over a keep-alive connection, ack. allocs/op counts both sides of the HTTP
 // exchange (the test server's allocations included).
-func BenchmarkDispatch(b *testing.B) {
+func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
+
+// benchDispatch runs b.N events of the 2 KiB sample payload through a dispatcher built
+// with opts (the adaptive limit off) to a local subscriber that accepts everything. ext,
+// when not nil, gives event i extensions beside its knativebrokerttl.
+func benchDispatch(b *testing.B, ext func(i int) []event.Extension, opts ...Option) {
 	data, err := os.ReadFile("../testdata/sample-ce-data.json")
 	if err != nil {
 		b.Fatalf("sample payload: %v", err)
@@ -27,7 +32,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}))
 	defer srv.Close()
 	q, pub := newQueue(b)
-	d := NewDispatcher(q, Target{Name: "ns/bench", URL: srv.URL, MaxInFlight: 32}, WithAdaptive(false))
+	d := NewDispatcher(q, Target{Name: "ns/bench", URL: srv.URL, MaxInFlight: 32}, append([]Option{WithAdaptive(false)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -35,8 +40,12 @@ func BenchmarkDispatch(b *testing.B) {
 
 	evs := make([]*event.Event, b.N)
 	for i := range evs {
+		exts := []event.Extension{{Name: ExtTTL, Value: "255"}}
+		if ext != nil {
+			exts = append(exts, ext(i)...)
+		}
 		evs[i] = &event.Event{SpecVersion: "1.0", ID: "id", Source: "/bench", Type: "io.triggermesh.perf.drill",
-			DataContentType: "application/json", Data: data, Extensions: []event.Extension{{Name: ExtTTL, Value: "255"}}}
+			DataContentType: "application/json", Data: data, Extensions: exts}
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
