@@ -18,31 +18,9 @@ func restartRun(t *testing.T, engine, url string, rate int, s *sink, b *sluice, 
 		down, after = 20*time.Second, 15*time.Second
 	}
 	l := newLoader(url, fmt.Sprintf("restart-%s-%d", engine, time.Now().UnixNano()), rate)
-	l.start()
-	time.Sleep(2 * time.Second)
-	before := b.usage()
-	stop()
-	time.Sleep(down)
-	start()
-	up := time.Now()
-	backlog := l.acceptedIDs(up)
-	rec := make(chan time.Duration, 1)
-	go func() {
-		d, _ := s.waitAll(backlog, 120*time.Second)
-		rec <- d
-	}()
-	time.Sleep(after)
-	l.stop()
-	recovery := <-rec
-	all := l.acceptedIDs(time.Time{})
-	if _, ok := s.waitAll(all, 120*time.Second); !ok {
-		t.Errorf("%s restart: not every accepted event arrived within 120s", engine)
-	}
-	delivered, dups := s.count(all)
-	r := result{Fault: "restart (down " + down.String() + ")", Path: "sluice→" + engine, Sent: l.sent,
-		Accepted: len(all), Refused: l.refusals(), Delivered: delivered, Duplicates: dups,
-		Lost: len(all) - delivered, RecoveryS: recovery.Seconds(),
-		IngressRecoveryS: l.firstAcceptedAfter(up).Seconds()}
+	var before usage
+	r := underFault(t, l, s, 2*time.Second, down, after, func() { before = b.usage(); stop() }, start, engine+" restart")
+	r.Fault, r.Path = "restart (down "+down.String()+")", "sluice→"+engine
 	afterU := b.usage()
 	r.Note = fmt.Sprintf("RSS %d→%d MiB, goroutines %d→%d, fds %d→%d", before.RSS>>20, afterU.RSS>>20,
 		before.Goroutines, afterU.Goroutines, before.FDs, afterU.FDs)
