@@ -17,6 +17,9 @@ import (
 //     take it: a memory channel's budget is full (channel.Admitter), or one of the
 //     broker's triggers has more than the backlog bound stored and unsettled
 //     (WithMaxBacklog; any channel, durable ones included).
+//     Before that refusal the request waits up to AdmitWait, in arrival order, for room
+//     (admitqueue.go): most requests under overload are admitted a little later instead
+//     of refused.
 //  2. After a 429 the connection is held: the complete answer is flushed at once, then
 //     the handler waits RejectHold (jittered between ½ and 1×; twice that while more
 //     than 2 × holdScale connections are held) before net/http reads the connection's next
@@ -69,17 +72,18 @@ func (b *Broker) overBacklog(now time.Time) bool {
 }
 
 // admits reports whether ingress should read a request of n bytes (n < 0: unknown) for
-// b: the cheap checks before the body is read.
+// b: the cheap checks before the body is read. Requests let in from the admission queue
+// and not yet stored count against the memory channel's budget (admitqueue.go).
 func (s *Server) admits(b *Broker, n int64) bool {
-	if a, ok := b.ch.(channel.Admitter); ok && n > 0 && !a.Admits(n) {
+	if a, ok := b.ch.(channel.Admitter); ok && n > 0 && !a.Admits(n+b.admitq.pending.Load()) {
 		return false
 	}
 	return !b.overBacklog(time.Now())
 }
 
 // rejectFull answers 429 with Retry-After, flushes it whole, and holds the connection
-// (rule 2 above) before returning.
-func (s *Server) rejectFull(w http.ResponseWriter, r *http.Request, b *Broker, reason string) {
+// (rule 2 above), less what the request waited already, before returning.
+func (s *Server) rejectFull(w http.ResponseWriter, r *http.Request, b *Broker, reason string, waited time.Duration) {
 	b.m.full.Inc()
 	body := "channel full: try again after Retry-After: " + reason + "\n"
 	h := w.Header()
@@ -89,15 +93,15 @@ func (s *Server) rejectFull(w http.ResponseWriter, r *http.Request, b *Broker, r
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write([]byte(body))
-	s.holdConn(w, r)
+	s.holdConn(w, r, waited)
 }
 
-// holdConn flushes the answer written to w and waits RejectHold, jittered between ½ and
-// 1×, before returning, so that net/http does not read the connection's next request
+// holdConn flushes the answer written to w and waits RejectHold less waited, jittered
+// between ½ and 1×, before returning, so that net/http does not read the connection's next request
 // meanwhile. Only HTTP/1.x connections are held (an HTTP/2 stream holds nothing but
 // itself); the wait ends early if the client goes away or the server shuts down.
-func (s *Server) holdConn(w http.ResponseWriter, r *http.Request) {
-	d := s.opts.rejectHold
+func (s *Server) holdConn(w http.ResponseWriter, r *http.Request, waited time.Duration) {
+	d := s.opts.rejectHold - waited
 	if d <= 0 || r.ProtoMajor != 1 || s.draining.Load() {
 		return
 	}

@@ -49,7 +49,7 @@ func TestRejectHoldsConnection(t *testing.T) {
 	}{{"held", hold}, {"off", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sub := newRecorder(t)
-			s := newTestServer(t, memory.NewBudget(1024), WithRejectHold(tc.hold))
+			s := newTestServer(t, memory.NewBudget(1024), WithRejectHold(tc.hold), WithAdmitWait(0))
 			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
 				t.Fatal(err)
 			}
@@ -199,5 +199,90 @@ func TestBatchAnnotationDelivers(t *testing.T) {
 	}
 	if b := batches.Load(); b > 10 {
 		t.Errorf("100 events in %d requests: not batched", b)
+	}
+}
+
+// TestAdmitWait checks the admission queue over a real connection: with the memory
+// channel's budget taken by an event its subscriber holds, the next request waits for
+// room and is answered 202 once the subscriber settles the first; with the wait off it
+// is refused at once; and one whose subscriber never settles is refused after the wait,
+// the connection then held for what is left of RejectHold.
+func TestAdmitWait(t *testing.T) {
+	const settleAfter = 300 * time.Millisecond
+	tests := []struct {
+		name     string
+		wait     time.Duration
+		settle   bool
+		want     int
+		min, max time.Duration
+	}{
+		{"room comes", 5 * time.Second, true, http.StatusAccepted, settleAfter / 2, 4 * time.Second},
+		{"wait off", 0, true, http.StatusTooManyRequests, 0, settleAfter / 2},
+		{"no room", 400 * time.Millisecond, false, http.StatusTooManyRequests, 400 * time.Millisecond, 4 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var once atomic.Bool
+			free := func() {
+				if once.CompareAndSwap(false, true) {
+					close(release)
+				}
+			}
+			defer free()
+			sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				<-release
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			defer sub.Close()
+			const hold = 1400 * time.Millisecond // 1 s left after the "no room" wait: held ½ to 1 s
+			s := newTestServer(t, memory.NewBudget(1024), WithAdmitWait(tc.wait), WithRejectHold(hold))
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
+			if resp, _ := rawPost(t, conn, br, "first", body); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("first: %d", resp.StatusCode)
+			}
+			if tc.settle {
+				time.AfterFunc(settleAfter, free)
+			}
+			resp, took := rawPost(t, conn, br, "second", body)
+			if resp.StatusCode != tc.want || took < tc.min || took > tc.max {
+				t.Fatalf("second: %d after %v; want %d after %v to %v", resp.StatusCode, took, tc.want, tc.min, tc.max)
+			}
+			if tc.want == http.StatusTooManyRequests {
+				if resp.Header.Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+				if tc.wait == 0 {
+					return // held for RejectHold, as TestRejectHoldsConnection checks
+				}
+				free()
+				// Refused after waiting: held for the rest of RejectHold only.
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					resp, took = rawPost(t, conn, br, "third", `{}`)
+					if resp.StatusCode == http.StatusAccepted {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("third: %d", resp.StatusCode)
+					}
+				}
+				if left := hold - tc.wait; took < left/2 || took > left+time.Second {
+					t.Errorf("the request after a refusal that waited %v took %v; want the rest of the hold, %v to %v", tc.wait, took, left/2, left)
+				}
+			}
+		})
 	}
 }

@@ -41,6 +41,7 @@ type Broker struct {
 	m       brokerMetrics
 	rate    atomic.Pointer[rateLimit] // sluice.dev/max-rate; nil: none (fairshare.go)
 	backlog backlogGate               // the backlog bound's cached verdict (admission.go)
+	admitq  admitQueue                // requests waiting for room (admitqueue.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup

@@ -71,11 +71,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
 		return
 	}
-	if !s.admits(b, r.ContentLength) {
-		// Full: reject before reading the body, the cheapest answer an overload can get,
-		// and hold the connection (admission.go).
-		s.rejectFull(w, r, b, "the broker holds as much as it may")
-		return
+	if b.admitq.busy() || !s.admits(b, r.ContentLength) {
+		// Full: wait for room before reading the body (admitqueue.go); if none comes,
+		// refuse, the cheapest answer an overload can get, and hold the connection
+		// (admission.go).
+		n := max(r.ContentLength, 0)
+		if s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength) }) {
+			// A request that waited has held its connection for AdmitWait already.
+			s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.admitWait)
+			return
+		}
+		defer b.admitq.stored(n)
 	}
 	start := time.Now()
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
@@ -137,7 +143,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, channel.ErrFull):
-			s.rejectFull(w, r, b, oneLine(err.Error()))
+			s.rejectFull(w, r, b, oneLine(err.Error()), 0)
 		default:
 			s.metrics.rejected.WithLabelValues(b.key, "unavailable").Inc()
 			w.Header().Set("Retry-After", "1")

@@ -32,6 +32,7 @@ type options struct {
 	fixedInFlight   bool
 	maxBacklog      int
 	rejectHold      time.Duration
+	admitWait       time.Duration
 	logger          *slog.Logger
 	registry        prometheus.Registerer
 	tracer          trace.Tracer            // nil: tracing off (tracing.go)
@@ -47,6 +48,7 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultRejectHold      = 250 * time.Millisecond
+	DefaultAdmitWait       = 400 * time.Millisecond
 )
 
 // WithChannelOpener sets how brokers' channels are opened. Required.
@@ -85,6 +87,14 @@ func WithMaxBacklog(n int) Option { return func(o *options) { o.maxBacklog = n }
 // turns the hold off. Default DefaultRejectHold (250 ms).
 func WithRejectHold(d time.Duration) Option { return func(o *options) { o.rejectHold = d } }
 
+// WithAdmitWait sets how long a request that finds its broker full waits, before its
+// body is read and in arrival order, for room before it is answered 429: under overload
+// the client is pushed back through TCP and most requests are taken a little later
+// instead of refused (docs/overload.md). A request refused after waiting holds its
+// connection only for what is left of RejectHold. 0 refuses at once. Default
+// DefaultAdmitWait (400 ms).
+func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWait = d } }
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
@@ -98,6 +108,7 @@ func defaultOptions() options {
 		publishTimeout:  DefaultPublishTimeout,
 		maxInFlight:     delivery.DefaultMaxInFlight,
 		rejectHold:      DefaultRejectHold,
+		admitWait:       DefaultAdmitWait,
 		logger:          slog.Default(),
 	}
 }
@@ -119,6 +130,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithMaxBacklog(%d): want 0 (no bound) or more", o.maxBacklog)
 	case o.rejectHold < 0 || o.rejectHold > 10*time.Second:
 		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
+	case o.admitWait < 0 || o.admitWait > 10*time.Second:
+		return fmt.Errorf("broker: WithAdmitWait(%v): want 0 (refuse at once) up to 10s", o.admitWait)
 	case o.logger == nil:
 		return errors.New("broker: WithLogger(nil): want a logger")
 	}

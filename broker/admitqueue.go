@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Waiting for room (docs/overload.md). A request that finds its broker full waits, in
+// arrival order and before its body is read, for up to AdmitWait for the broker to drain
+// enough to take it, and is refused 429 only if it does not. Its body stays in the
+// socket meanwhile, so the client is pushed back through TCP, and the CPU a refusal
+// costs (reading, parsing and answering a request the client will send again) goes to
+// delivery instead: under overload most requests are answered 202 a little later
+// instead of 429 at once. Only the oldest waiter polls the broker (every admitPoll); the
+// others are parked and cost nothing until their turn. While anyone waits, new requests
+// join the back of the queue rather than take the room the waiters are waiting for.
+
+// admitPoll is how often the oldest waiter asks whether the broker has room.
+const admitPoll = time.Millisecond
+
+// admitQueue is one broker's queue of requests waiting for room. pending counts the
+// bytes of requests let in from the queue that have not finished storing: they are
+// counted against the memory channel's budget, so that one freed slot lets in one
+// waiter, not all of them.
+type admitQueue struct {
+	mu      sync.Mutex
+	waiting list.List // of *admitWaiter, oldest first
+	n       atomic.Int64
+	pending atomic.Int64
+}
+
+type admitWaiter struct {
+	n    int64         // the request's Content-Length
+	turn chan struct{} // receives when this waiter becomes the oldest
+	el   *list.Element
+}
+
+// busy reports whether requests are waiting.
+func (q *admitQueue) busy() bool { return q.n.Load() > 0 }
+
+// wait queues a request of n bytes (0 when unknown) and returns true once admit holds
+// for it, after which the caller must call q.stored(n) when it has stored the request
+// or failed to; it returns false if that did not happen within d or before ctx ended.
+func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit func() bool) bool {
+	w := &admitWaiter{n: n, turn: make(chan struct{}, 1)}
+	q.mu.Lock()
+	w.el = q.waiting.PushBack(w)
+	q.n.Add(1)
+	if q.waiting.Front() == w.el {
+		w.turn <- struct{}{}
+	}
+	q.mu.Unlock()
+	expire := time.NewTimer(d)
+	defer expire.Stop()
+	var poll <-chan time.Time
+	for {
+		select {
+		case <-w.turn:
+			t := time.NewTicker(admitPoll)
+			defer t.Stop()
+			poll = t.C
+		case <-poll:
+		case <-expire.C:
+			q.leave(w, false)
+			return false
+		case <-ctx.Done():
+			q.leave(w, false)
+			return false
+		}
+		if admit() {
+			q.leave(w, true)
+			return true
+		}
+	}
+}
+
+// leave takes w out of the queue (counting its bytes as pending when it was let in) and
+// hands the turn to the next waiter if w had it.
+func (q *admitQueue) leave(w *admitWaiter, admitted bool) {
+	q.mu.Lock()
+	first := q.waiting.Front() == w.el
+	q.waiting.Remove(w.el)
+	q.n.Add(-1)
+	if admitted {
+		q.pending.Add(w.n)
+	}
+	if next := q.waiting.Front(); first && next != nil {
+		select {
+		case next.Value.(*admitWaiter).turn <- struct{}{}:
+		default:
+		}
+	}
+	q.mu.Unlock()
+}
+
+// stored ends the pending count of a request wait let in.
+func (q *admitQueue) stored(n int64) { q.pending.Add(-n) }

@@ -1,0 +1,129 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestAdmitQueueOrder: waiters are let in oldest first, one per unit of room, and each
+// one's bytes count as pending until stored.
+func TestAdmitQueueOrder(t *testing.T) {
+	var q admitQueue
+	var room atomic.Int64 // units of room; each admission takes one
+	admit := func() bool {
+		for {
+			r := room.Load()
+			if r <= 0 {
+				return false
+			}
+			if room.CompareAndSwap(r, r-1) {
+				return true
+			}
+		}
+	}
+	const n = 5
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if !q.wait(context.Background(), 100, 5*time.Second, admit) {
+				t.Errorf("waiter %d was not admitted", i)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+		for q.n.Load() != int64(i+1) { // queue them in order
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if !q.busy() {
+		t.Fatal("busy() = false with waiters queued")
+	}
+	for i := range n {
+		room.Add(1)
+		for {
+			mu.Lock()
+			got := len(order)
+			mu.Unlock()
+			if got == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if p := q.pending.Load(); p != int64(100*(i+1)) {
+			t.Errorf("after %d admissions pending = %d, want %d", i+1, p, 100*(i+1))
+		}
+	}
+	wg.Wait()
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("admission order %v, want oldest first", order)
+		}
+	}
+	for range n {
+		q.stored(100)
+	}
+	if q.busy() || q.pending.Load() != 0 || q.waiting.Len() != 0 {
+		t.Errorf("after all: busy %v, pending %d, queued %d", q.busy(), q.pending.Load(), q.waiting.Len())
+	}
+}
+
+// TestAdmitQueueGivesUp: a waiter that finds no room gives up after its wait or when its
+// context ends, and hands the turn on so the next one is still let in.
+func TestAdmitQueueGivesUp(t *testing.T) {
+	tests := []struct {
+		name   string
+		wait   time.Duration
+		cancel bool
+	}{
+		{"wait expires", 30 * time.Millisecond, false},
+		{"context ends", time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q admitQueue
+			var open atomic.Bool
+			admit := open.Load
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			first := make(chan bool, 1)
+			start := time.Now()
+			go func() { first <- q.wait(ctx, 10, tt.wait, admit) }()
+			for q.n.Load() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			second := make(chan bool, 1)
+			go func() { second <- q.wait(context.Background(), 20, 5*time.Second, admit) }()
+			for q.n.Load() != 2 {
+				time.Sleep(time.Millisecond)
+			}
+			if tt.cancel {
+				cancel()
+			}
+			if <-first {
+				t.Fatal("the first waiter was admitted with no room")
+			}
+			if d := time.Since(start); !tt.cancel && d < tt.wait {
+				t.Errorf("gave up after %v, before its wait of %v", d, tt.wait)
+			}
+			open.Store(true)
+			select {
+			case ok := <-second:
+				if !ok {
+					t.Fatal("the second waiter was not admitted")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the second waiter never got the turn")
+			}
+			if p := q.pending.Load(); p != 20 {
+				t.Errorf("pending = %d, want only the admitted waiter's 20", p)
+			}
+		})
+	}
+}
