@@ -199,3 +199,37 @@ func TestParseStatCPU(t *testing.T) {
 		t.Error("parseStatCPU(garbage) succeeded")
 	}
 }
+
+// TestOverloadWasOverload: a run counts as an overload if something was refused or the
+// generator was held back (requests waited for room); one that took everything at the
+// offered rate is not met, however much it delivered.
+func TestOverloadWasOverload(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		rejected           uint64
+		rate, achieved     float64
+		want               string
+		mentionsNoOverload bool
+	}{
+		{"refusals", 100, 20000, 19500, met, false},
+		{"held back, nothing refused", 0, 20000, 12000, met, false},
+		{"took everything at the rate offered", 0, 20000, 19500, notMet, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &overloadResult{SustainedRate: 10000, DeliveryRate: 10000, Rate: tc.rate, Achieved: tc.achieved,
+				Rejected429: tc.rejected, Settled: true, Alive: true}
+			var v *verdict
+			for _, x := range overloadVerdicts(o) {
+				if strings.Contains(x.Target, "delivery rate") {
+					v = &x
+				}
+			}
+			if v == nil {
+				t.Fatal("no delivery verdict")
+			}
+			if v.Status != tc.want || strings.Contains(v.Measured, "not an overload") != tc.mentionsNoOverload {
+				t.Errorf("%s: %s", v.Status, v.Measured)
+			}
+		})
+	}
+}

@@ -165,11 +165,13 @@ func overloadVerdicts(o *overloadResult) []verdict {
 	}
 	delivery := verdict{Target: targets[2], Measured: fmt.Sprintf("%.0f / %.0f ev/s = %.2f× (lowest second %.0f)", o.DeliveryRate, o.SustainedRate, delivRatio, o.MinDeliveryRate),
 		Ratio: delivRatio, Status: status(delivRatio >= 0.9)}
-	if o.Rejected429+o.Rejected503 == 0 {
-		// Everything was accepted: the broker took the "overload", so the ramp's
-		// sustained rate was below what it takes and the run proves nothing.
+	if o.Rejected429+o.Rejected503 == 0 && o.Achieved >= 0.9*o.Rate {
+		// Everything was accepted at the rate offered: the broker took the "overload",
+		// so the ramp's sustained rate was below what it takes and the run proves
+		// nothing. (Nothing refused but the generator held back is an overload: the
+		// broker pushed back by making requests wait for room.)
 		delivery.Status = notMet
-		delivery.Measured += "; not an overload: nothing was refused (the ramp's sustained rate was an underestimate)"
+		delivery.Measured += "; not an overload: nothing was refused or held back (the ramp's sustained rate was an underestimate)"
 	}
 	return []verdict{
 		{Target: targets[0], Measured: fmt.Sprintf("%.1f MiB", rss), Ratio: rss / 200, Status: status(rss <= 200)},
