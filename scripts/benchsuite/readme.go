@@ -154,8 +154,10 @@ Peak RSS: nginx {{mib .PeakRSSNginx}} MiB, Sluice {{mib .PeakRSSSluice}} MiB.
   Knative IMC dispatcher and 3,000 for TriggerMesh's broker on more cores) is the fairer
   reading.
 - **Overload.** The mechanism that keeps delivery going (a latency climb alone no longer
-  cuts the in-flight limit to 1; a connection answered 429 is not read again for
-  --reject-hold; --max-backlog for durable channels) is in [overload.md](../overload.md).
+  cuts the in-flight limit to 1; a request that finds the broker full waits up to
+  --admit-wait for room before its body is read, instead of a 429 at once; a connection
+  answered 429 is not read again for --reject-hold; --max-backlog for durable channels)
+  is in [overload.md](../overload.md).
 
 ## Method
 
