@@ -44,7 +44,13 @@ func (q *admitQueue) busy() bool { return q.n.Load() > 0 }
 // wait queues a request of n bytes (0 when unknown) and returns true once admit holds
 // for it, after which the caller must call q.stored(n) when it has stored the request
 // or failed to; it returns false if that did not happen within d or before ctx ended.
+//
+// Only the oldest waiter has a ticker; the others are parked on their turn. Deadlines
+// grow from the front of the queue to the back, so a waiter whose time is up is the
+// oldest or becomes it once those before it are let in or run out of time, and checks
+// its deadline as soon as it has the turn: none waits much longer than d.
 func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit func() bool) bool {
+	deadline := time.Now().Add(d)
 	w := &admitWaiter{n: n, turn: make(chan struct{}, 1)}
 	q.mu.Lock()
 	w.el = q.waiting.PushBack(w)
@@ -53,26 +59,31 @@ func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit f
 		w.turn <- struct{}{}
 	}
 	q.mu.Unlock()
-	expire := time.NewTimer(d)
-	defer expire.Stop()
-	var poll <-chan time.Time
+	select {
+	case <-w.turn:
+	case <-ctx.Done():
+		q.leave(w, false)
+		return false
+	}
+	var poll *time.Ticker
 	for {
-		select {
-		case <-w.turn:
-			t := time.NewTicker(admitPoll)
-			defer t.Stop()
-			poll = t.C
-		case <-poll:
-		case <-expire.C:
-			q.leave(w, false)
-			return false
-		case <-ctx.Done():
-			q.leave(w, false)
-			return false
-		}
 		if admit() {
 			q.leave(w, true)
 			return true
+		}
+		if !time.Now().Before(deadline) {
+			q.leave(w, false)
+			return false
+		}
+		if poll == nil {
+			poll = time.NewTicker(admitPoll)
+			defer poll.Stop()
+		}
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			q.leave(w, false)
+			return false
 		}
 	}
 }

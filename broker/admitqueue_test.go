@@ -127,3 +127,31 @@ func TestAdmitQueueGivesUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmitQueueBoundedWait: with no room, every waiter — not only the oldest, which
+// polls — gives up about its own wait after it queued.
+func TestAdmitQueueBoundedWait(t *testing.T) {
+	var q admitQueue
+	const waiters, d = 20, 50 * time.Millisecond
+	var wg sync.WaitGroup
+	var worst atomic.Int64
+	for range waiters {
+		wg.Go(func() {
+			start := time.Now()
+			if q.wait(context.Background(), 1, d, func() bool { return false }) {
+				t.Error("admitted with no room")
+			}
+			if took := time.Since(start); int64(took) > worst.Load() {
+				worst.Store(int64(took))
+			}
+		})
+		time.Sleep(2 * time.Millisecond)
+	}
+	wg.Wait()
+	if w := time.Duration(worst.Load()); w > d+250*time.Millisecond {
+		t.Errorf("a waiter gave up after %v; its wait was %v", w, d)
+	}
+	if q.busy() || q.pending.Load() != 0 {
+		t.Errorf("after all gave up: busy %v, pending %d", q.busy(), q.pending.Load())
+	}
+}
