@@ -3,8 +3,9 @@
 // starts `sluice serve` with a generated Knative config on 127.0.0.1, finds the highest
 // sustained rate with an adaptive ramp of constant-rate steps (load generator and
 // receivers in this process, as `sluice bench` runs them), measures latency at half
-// that rate, samples the broker's CPU and peak RSS from /proc, then runs the overload
-// scenario (twice the memory broker's sustained rate). It writes results.json, one
+// that rate, samples the broker's CPU and peak RSS from /proc, then runs batched
+// delivery at N = 1, 10 and 100 events per POST (batch), the overload scenario (2× and
+// 4× each channel's sustained rate) and the nginx floor. It writes results.json, one
 // report directory per scenario (summary and PNG plots) and renders README.md with
 // the machine, the table and every target marked met or not.
 //
@@ -86,7 +87,7 @@ func run() error {
 		if s == "" {
 			continue
 		}
-		if _, ok := scenarioByName(s); !ok && s != scOverload && s != scFloor {
+		if _, ok := scenarioByName(s); !ok && s != scBatch && s != scOverload && s != scFloor {
 			return fmt.Errorf("--scenarios: unknown scenario %q (want %s)", s, strings.Join(allScenarios, ","))
 		}
 		o.scenarios = append(o.scenarios, s)
@@ -157,6 +158,9 @@ func run() error {
 		case scFloor:
 			r.Floor = s.floor(ctx)
 			continue
+		case scBatch:
+			r.Batch = s.batch(ctx, r.find(scMemory))
+			continue
 		}
 		sc, _ := scenarioByName(name)
 		r.Scenarios = append(r.Scenarios, s.scenario(ctx, sc))
@@ -211,9 +215,9 @@ const primeDuration = 3 * time.Second
 // plans: full (the committed run) and quick (smoke).
 var (
 	fullPlan = plan{Step: 4 * time.Second, StepWarmup: time.Second, Settle: 5 * time.Second,
-		Half: 15 * time.Second, Overload: 20 * time.Second, Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
+		Half: 15 * time.Second, Overload: 20 * time.Second, Capacity: 12 * time.Second, Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
 	quickPlan = plan{Step: time.Second, StepWarmup: 500 * time.Millisecond, Settle: 2 * time.Second,
-		Half: 2 * time.Second, Overload: 4 * time.Second, Coarse: 2, Fine: 0, MaxSteps: 4}
+		Half: 2 * time.Second, Overload: 4 * time.Second, Capacity: 3 * time.Second, Coarse: 2, Fine: 0, MaxSteps: 4}
 )
 
 // scenario ramps one scenario and measures latency at half its sustained rate.
@@ -330,7 +334,7 @@ func (s *suite) overload(ctx context.Context, r *results) []*overloadResult {
 			if ctx.Err() != nil {
 				return out
 			}
-			o := s.overloadOne(ctx, r.find(ch), ch, ov.factor, ov.conns)
+			o := s.overloadOne(ctx, r.find(ch), r.find(scMemory).SustainedRate(), ch, ov.factor, ov.conns)
 			o.Channel, o.Factor, o.Connections = ch, ov.factor, ov.conns
 			out = append(out, o)
 		}
@@ -339,8 +343,10 @@ func (s *suite) overload(ctx context.Context, r *results) []*overloadResult {
 }
 
 // overloadOne runs factor × the sustained rate of the channel scenario sr at a fresh
-// broker of that channel.
-func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, name string, factor float64, conns int) *overloadResult {
+// broker of that channel: the larger of sr's ramp and the capacity measured at that
+// broker after its priming run (capacity.go). memory is the memory scenario's sustained
+// rate (0 if it has none), which sets the capacity step's rate.
+func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory float64, name string, factor float64, conns int) *overloadResult {
 	if sr == nil || sr.sustainedStep() == nil {
 		return &overloadResult{NotRun: "needs the " + name + " scenario's sustained rate (run it first, in the same --scenarios list)"}
 	}
@@ -371,16 +377,22 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, name string
 	if _, _, err := runStep(ctx, t, stepSpec{Rate: sc.StartRate / 2, Duration: primeDuration, Settle: s.p.Settle}); err != nil {
 		return &overloadResult{Error: "priming run: " + err.Error()}
 	}
-	rate := sr.SustainedRate()
-	s.logf("overload %s: %.0f/s (%.0f × %.0f) over %d connections for %s", name, factor*rate, factor, rate, conns, s.p.Overload)
 	settle := 30 * time.Second
 	if s.o.quick {
 		settle = 10 * time.Second
 	}
+	ramp := sr.SustainedRate()
+	capRate := capacityStepRate(name, ramp, memory)
+	s.logf("overload %s: capacity step at %.0f/s over %d connections for %s", name, capRate, capacityConns, s.p.Capacity)
+	c := measureCapacity(ctx, t, capRate, s.p.Capacity, settle)
+	rate, from := fairSustained(ramp, c)
+	s.logf("overload %s: capacity %.0f/s (%d refused, lost %d%s); ramp sustained %.0f/s; using %s: %.0f/s × %.0f over %d connections for %s",
+		name, c.Delivery, c.Refused, c.Lost, c.Error, ramp, from, rate, factor, conns, s.p.Overload)
 	o, res, err := runOverload(ctx, t, rate, factor, conns, s.p.Overload, settle)
 	if err != nil {
-		return &overloadResult{Error: err.Error(), SustainedRate: rate, Rate: factor * rate}
+		return &overloadResult{Error: err.Error(), SustainedRate: rate, SustainedFrom: from, RampSustainedRate: ramp, Capacity: c, Rate: factor * rate}
 	}
+	o.SustainedFrom, o.RampSustainedRate, o.Capacity = from, ramp, c
 	sub := fmt.Sprintf("%s-%s-%.0fx", scOverload, name, factor)
 	out := filepath.Join(s.results, sub)
 	if err := writeReport(out, fmt.Sprintf("overload: %.0f × the %s broker's sustained rate, %d connections", factor, name, conns), res); err != nil {
@@ -412,7 +424,13 @@ func (s *suite) channelFlags(sc scenario, dir string) ([]string, string) {
 func (s *suite) ramp(ctx context.Context, t target, sc scenario) ([]stepResult, error) {
 	s.logf("%s: ramp from %.0f events/s", sc.Name, sc.StartRate)
 	rp := rampPlan{Start: sc.StartRate, Coarse: s.p.Coarse, Fine: s.p.Fine, MaxRate: 100000, MaxSteps: s.p.MaxSteps, Floor: 8}
-	var steps []stepResult
+	return s.rampSteps(ctx, t, sc.Name, rp, nil)
+}
+
+// rampSteps runs the ramp rp against t after the steps already run (seed, judged), and
+// returns them all.
+func (s *suite) rampSteps(ctx context.Context, t target, name string, rp rampPlan, seed []stepResult) ([]stepResult, error) {
+	steps := append([]stepResult(nil), seed...)
 	for ctx.Err() == nil {
 		rate, done := nextRate(steps, rp)
 		if done {
@@ -424,7 +442,7 @@ func (s *suite) ramp(ctx context.Context, t target, sc scenario) ([]stepResult, 
 		}
 		st.Pass, st.Why = judge(st, defaultCriteria)
 		s.logf("%s: %6.0f/s sent %6.0f/s ok %.3f%% lost %d pub p99 %.1fms e2e p99 %.1fms cpu %.0fµs/ev → %v %s",
-			sc.Name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
+			name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
 		steps = append(steps, st)
 		if t.Broker != nil && !t.Broker.Alive() {
 			break

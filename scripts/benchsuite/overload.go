@@ -202,12 +202,7 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 		}
 	}
 	o.Publish, o.E2E = st.Publish, st.E2E
-	perSecond := make([]uint64, len(res.Receive.Seconds))
-	for _, s := range res.Receive.Seconds {
-		if s.T >= 0 && s.T < len(perSecond) {
-			perSecond[s.T] = s.Events - s.Duplicates
-		}
-	}
+	perSecond := deliveredPerSecond(res)
 	secs := int(d / time.Second)
 	o.DeliveryPerSecond = perSecond
 	skip := min(5, secs/4)
@@ -223,6 +218,18 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 		return o, res, fmt.Errorf("overload: %w", err)
 	}
 	return o, res, nil
+}
+
+// deliveredPerSecond is the distinct events the receiver got in each second from the
+// load's start.
+func deliveredPerSecond(res *bench.Result) []uint64 {
+	perSecond := make([]uint64, len(res.Receive.Seconds))
+	for _, s := range res.Receive.Seconds {
+		if s.T >= 0 && s.T < len(perSecond) {
+			perSecond[s.T] = s.Events - s.Duplicates
+		}
+	}
+	return perSecond
 }
 
 // minDeliveryRate is the lowest per-second deliveries over seconds [skip, end).

@@ -26,7 +26,8 @@ func writeREADME(name string, r *results) error {
 		"mins": func(a, b time.Time) string {
 			return b.Sub(a).Round(time.Second).String()
 		},
-		"sus": func(s scenarioResult) *stepResult { return s.sustainedStep() },
+		"sus":      func(s scenarioResult) *stepResult { return s.sustainedStep() },
+		"sustCell": sustainedCell,
 		"deliv": func(s scenarioResult) string {
 			st := s.sustainedStep()
 			if st == nil {
@@ -102,19 +103,50 @@ its VmHWM at the end of the scenario.
 {{if .Pinned}}
 Pinned layout: each broker on CPU 1 alone (` + "`taskset -c 1`" + `), the generator and receiver on CPU 0.
 {{end}}
-Each run starts a fresh broker with ` + "`--max-backlog 20000`" + ` (see [overload.md](../overload.md)), one
-trigger, and sends the factor × that channel's sustained rate for {{dur .Plan.Overload}}; a probe sends one
-event every 50 ms on its own connection, and another GETs /healthz, /readyz and /metrics every
-200 ms. Delivery rate is the mean per second received over the load without its first
-seconds; the lowest second is shown too; delivered per second across the whole run is in
-each run's delivery-throughput plot.
+Each run starts a fresh broker with ` + "`--max-backlog 20000`" + ` (see [overload.md](../overload.md)) and one
+trigger. After a priming run, a **capacity step** sends a constant rate well above what the
+channel takes (1.5 × the larger of its ramp's and the memory channel's sustained rate) over
+256 connections for {{dur .Plan.Capacity}} and records the mean delivery rate of its last seconds: what
+that channel delivers, saturated, on that broker, now. The run's **sustained rate** is the
+larger of the ramp's sustained rate and that capacity (the one used is in bold below): a
+durable channel's ramp stops early on the latency spikes of its first minutes and
+underestimates what it delivers later, and a 2× run of an underestimate overloads nothing.
+Once the capacity step's backlog has drained, the run sends the factor × that sustained rate for
+{{dur .Plan.Overload}}; a probe sends one event every 50 ms on its own connection, and another GETs
+/healthz, /readyz and /metrics every 200 ms. Delivery rate is the mean per second received
+over the load without its first seconds; the lowest second is shown too; delivered per
+second across the whole run is in each run's delivery-throughput plot.
 
-| channel | factor | conns | intended ev/s | requests: 2xx / 429 / 503 / other | lost | delivery ev/s (lowest second) | of sustained | probe 429 p99 ms | health max ms | peak RSS MiB | plots |
-| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
-{{range .Overloads}}{{if .NotRun}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | not run ({{.NotRun}}) | | | | | | | | |
-{{else if .Error}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | failed: {{.Error}} | | | | | | | | |
-{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{ratio .DeliveryRate .SustainedRate}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [delivery]({{.ReportDir}}/delivery-throughput.png) [send]({{.ReportDir}}/send-throughput.png) [failures]({{.ReportDir}}/send-failures.png) [summary]({{.ReportDir}}/summary.txt) |
+| channel | factor | conns | sustained ev/s: ramp / capacity | intended ev/s | requests: 2xx / 429 / 503 / other | lost | delivery ev/s (lowest second) | ÷ sustained | probe 429 p99 ms | health max ms | peak RSS MiB | plots |
+| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
+{{range .Overloads}}{{if .NotRun}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | | not run ({{.NotRun}}) | | | | | | | | |
+{{else if .Error}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | failed: {{.Error}} | | | | | | | | |
+{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{ratio .DeliveryRate .SustainedRate}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [delivery]({{.ReportDir}}/delivery-throughput.png) [send]({{.ReportDir}}/send-throughput.png) [failures]({{.ReportDir}}/send-failures.png) [summary]({{.ReportDir}}/summary.txt) |
 {{end}}{{end}}
+{{with .Batch}}### Batched delivery: N events per POST
+
+` + "```sh" + `
+go run ./scripts/benchsuite --scenarios memory,batch    # memory first: the fixed rate is half its sustained rate
+` + "```" + `
+
+A fresh memory broker for each N, one trigger annotated ` + "`sluice.dev/delivery-batch: \"N\"`" + ` and
+` + "`sluice.dev/delivery-batch-wait: {{.Wait}}`" + ` ([delivery.md](../delivery.md); N = 1 is no batching), delivering to
+the suite's receiver, which counts every event of an ` + "`application/cloudevents-batch+json`" + ` POST.
+Every N gets the same load: {{f0 .Rate}} ev/s ({{.RateFrom}}) for {{dur $.Plan.Half}} after
+warm-up. Delivered ev/s is the receiver's mean over those seconds; POSTs are the broker's
+delivery attempts toward the subscriber (` + "`sluice_delivery_attempts_total`" + `) over the run, so events
+per POST is measured, not assumed (below N when the wait ends a batch first); CPU is the
+broker's over the run divided by the events delivered. Then a short ramp rises ×{{.RampFactor}} per
+step from that rate until a step fails (the usual pass criteria; at most {{.RampSteps}} steps counting
+the fixed-rate run): the highest sustained rate per N, within that factor (≥ when no step
+failed).
+
+| N | events per POST | delivered ev/s | POSTs/s | broker CPU µs per delivered event | lost | e2e p99 ms | highest sustained ev/s (short ramp) | peak RSS MiB |
+| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+{{range .Rows}}{{if .NotRun}}| {{.N}} | not run ({{.NotRun}}) | | | | | | | |
+{{else if eq .Step.Requests 0}}| {{.N}} | failed: {{.Error}} | | | | | | | |
+{{else}}| {{.N}} | {{f1 .EventsPerPost}} | {{f0 .DeliveredRate}} | {{f0 .PostRate}} | {{f1 .CPUPerDeliveredUS}} | {{.Step.Lost}} | {{f1 .Step.E2E.P99}} | {{if .Sustained}}{{if .SustainedAtLeast}}≥ {{end}}{{f0 .Sustained}}{{else}}none{{end}}{{if .Error}} (error: {{.Error}}){{end}} | {{mib .PeakRSS}} |
+{{end}}{{end}}{{end}}
 {{with .Floor}}### The floor: nginx proxy_pass beside Sluice
 {{if .NotRun}}
 Not run: {{.NotRun}}
@@ -188,7 +220,11 @@ scenarios use ` + "`--channel jetstream`" + ` (embedded server, temp ` + "`--dat
 ` + "`SLUICE_KAFKA_BROKERS`" + ` is set). **Overload** sends 2× (256 connections) and 4× (2,048
 connections) each channel's sustained rate for {{dur .Plan.Overload}} at a fresh broker, while a probe
 sends one event every 50 ms on its own connection and times each answer from the actual
-send, to judge how fast excess requests are refused and whether 429s carry Retry-After.
+send, to judge how fast excess requests are refused and whether 429s carry Retry-After;
+the sustained rate it is a multiple of is the larger of the ramp's and a capacity step
+measured at the same broker just before (above). **Batch** drives a memory broker whose
+trigger batches N = 1, 10, 100 events per POST at one fixed rate, then ramps each N a
+little higher.
 **Floor** runs nginx ` + "`proxy_pass`" + ` (Debian's package, installed by the suite if missing) and
 a memory broker at the same rates, in the pinned and the shared layout.
 
@@ -231,8 +267,33 @@ for comparison only — different hardware, more machines:
 make bench                                   # starts Kafka (scripts/kafka.sh), runs everything, ~15 min
 go run ./scripts/benchsuite --quick --out /tmp/bench        # smoke run
 go run ./scripts/benchsuite --scenarios direct,memory,overload
+go run ./scripts/benchsuite --scenarios memory,batch        # batched delivery, N = 1, 10, 100
 ` + "```" + `
 
 Outputs: this README, ` + "`results/results.json`" + ` (every step), and per scenario
 ` + "`results/<scenario>/`" + `: ramp plots, and the ` + "`sluice bench`" + ` summary and plots of the latency run.
 `
+
+// sustainedCell renders an overload run's two sustained rates, "ramp / capacity", the
+// one the run used in bold.
+func sustainedCell(o *overloadResult) string {
+	ramp := fmt.Sprintf("%.0f", o.RampSustainedRate)
+	if o.RampSustainedRate == 0 && o.Capacity == nil { // results.json of a run before the capacity step
+		return fmt.Sprintf("**%.0f** / —", o.SustainedRate)
+	}
+	capacity := "—"
+	if c := o.Capacity; c != nil {
+		if c.Error != "" {
+			capacity = "failed"
+		} else {
+			capacity = fmt.Sprintf("%.0f", c.Delivery)
+			if c.Refused == 0 {
+				capacity += " (nothing refused: a lower bound)"
+			}
+		}
+	}
+	if o.SustainedFrom == "capacity" {
+		return ramp + " / **" + capacity + "**"
+	}
+	return "**" + ramp + "** / " + capacity
+}

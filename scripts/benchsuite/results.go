@@ -16,6 +16,7 @@ type results struct {
 	Scenarios []scenarioResult  `json:"scenarios"`
 	Overloads []*overloadResult `json:"overloads,omitempty"`
 	Floor     *floorResult      `json:"floor,omitempty"`
+	Batch     *batchResult      `json:"batch,omitempty"`
 	Pinned    bool              `json:"pinned"` // brokers on CPU 1, generator and receivers on CPU 0
 	Verdicts  []verdict         `json:"verdicts"`
 	LoadAvg   map[string]string `json:"load_average"` // "start", "end": /proc/loadavg
@@ -29,6 +30,7 @@ type plan struct {
 	Settle       time.Duration `json:"settle_ns"`
 	Half         time.Duration `json:"half_ns"`
 	Overload     time.Duration `json:"overload_ns"`
+	Capacity     time.Duration `json:"capacity_ns"` // the overload runs' capacity step
 	Coarse, Fine float64
 	MaxSteps     int
 }
@@ -74,22 +76,29 @@ func (r *results) find(name string) *scenarioResult {
 
 // overloadResult is one overload run: Factor × a channel's sustained rate.
 type overloadResult struct {
-	Channel       string  `json:"channel"`     // memory, jetstream, kafka
-	Factor        float64 `json:"factor"`      // 2 or 4
-	Connections   int     `json:"connections"` // the generator's
-	NotRun        string  `json:"not_run,omitempty"`
-	Error         string  `json:"error,omitempty"`
-	SustainedRate float64 `json:"sustained_rate"` // the channel's scenario's
-	Rate          float64 `json:"rate"`           // intended, Factor × sustained
-	Achieved      float64 `json:"achieved_rate"`
-	DurationS     float64 `json:"duration_s"`
-	Requests      uint64  `json:"requests"`
-	Accepted      uint64  `json:"accepted"`
-	Rejected429   uint64  `json:"rejected_429"`
-	Rejected503   uint64  `json:"rejected_503"`
-	OtherFailures uint64  `json:"other_failures"`
-	Lost          uint64  `json:"lost"`
-	Settled       bool    `json:"settled"`
+	Channel     string  `json:"channel"`     // memory, jetstream, kafka
+	Factor      float64 `json:"factor"`      // 2 or 4
+	Connections int     `json:"connections"` // the generator's
+	NotRun      string  `json:"not_run,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	// SustainedRate is what the run is a multiple of and is judged against: the larger
+	// of RampSustainedRate, the channel scenario's ramp, and Capacity.Delivery, the
+	// delivery rate measured at this run's broker just before it; SustainedFrom says
+	// which ("ramp" or "capacity").
+	SustainedRate     float64         `json:"sustained_rate"`
+	SustainedFrom     string          `json:"sustained_from"`
+	RampSustainedRate float64         `json:"ramp_sustained_rate"`
+	Capacity          *capacityResult `json:"capacity,omitempty"`
+	Rate              float64         `json:"rate"` // intended, Factor × sustained
+	Achieved          float64         `json:"achieved_rate"`
+	DurationS         float64         `json:"duration_s"`
+	Requests          uint64          `json:"requests"`
+	Accepted          uint64          `json:"accepted"`
+	Rejected429       uint64          `json:"rejected_429"`
+	Rejected503       uint64          `json:"rejected_503"`
+	OtherFailures     uint64          `json:"other_failures"`
+	Lost              uint64          `json:"lost"`
+	Settled           bool            `json:"settled"`
 	// DeliveryRate is the mean events/s received over the load, without its first
 	// seconds (the queue filling).
 	DeliveryRate float64 `json:"delivery_rate"`

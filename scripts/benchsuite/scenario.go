@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-broker/sluice/loadtest/cevent"
@@ -15,12 +16,13 @@ const (
 	scFilter    = "filter"
 	scJetStream = "jetstream"
 	scKafka     = "kafka"
+	scBatch     = "batch"
 	scOverload  = "overload"
 	scFloor     = "floor"
 )
 
 // allScenarios is the default --scenarios list.
-var allScenarios = []string{scDirect, scMemory, scFanout, scFilter, scJetStream, scKafka, scOverload, scFloor}
+var allScenarios = []string{scDirect, scMemory, scFanout, scFilter, scJetStream, scKafka, scBatch, scOverload, scFloor}
 
 // scenario describes one broker set-up to ramp.
 type scenario struct {
@@ -31,9 +33,13 @@ type scenario struct {
 	Matching    int    // of those, how many match the load's type (each has its own receiver)
 	StartRate   float64
 	Description string
+	// Batch, when > 0, annotates every trigger with sluice.dev/delivery-batch: Batch
+	// and sluice.dev/delivery-batch-wait: BatchWait (docs/delivery.md).
+	Batch     int    `json:",omitempty"`
+	BatchWait string `json:",omitempty"`
 }
 
-// scenarioByName returns the set-up of a ramped scenario (not overload).
+// scenarioByName returns the set-up of a ramped scenario (not batch, overload or floor).
 func scenarioByName(name string) (scenario, bool) {
 	switch name {
 	case scDirect:
@@ -61,7 +67,8 @@ func scenarioByName(name string) (scenario, bool) {
 // brokerConfig renders the Knative manifests of a scenario: one Broker named
 // brokerName in namespace "bench", sc.Triggers triggers of which the first sc.Matching
 // match the load's event type and deliver to receivers[i]; the others filter on
-// distinct types nothing sends and point at receivers[0].
+// distinct types nothing sends and point at receivers[0]. With sc.Batch > 0 every
+// trigger carries the batched-delivery annotations.
 func brokerConfig(sc scenario, brokerName string, receivers []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: eventing.knative.dev/v1
@@ -89,14 +96,21 @@ kind: Trigger
 metadata:
   name: t%03d
   namespace: bench
-spec:
+`, i)
+		if sc.Batch > 0 {
+			fmt.Fprintf(&b, "  annotations:\n    sluice.dev/delivery-batch: %q\n", strconv.Itoa(sc.Batch))
+			if sc.BatchWait != "" {
+				fmt.Fprintf(&b, "    sluice.dev/delivery-batch-wait: %s\n", sc.BatchWait)
+			}
+		}
+		fmt.Fprintf(&b, `spec:
   broker: %s
   filter:
     attributes:
       type: %s
   subscriber:
     uri: %s
-`, i, brokerName, typ, rcv)
+`, brokerName, typ, rcv)
 	}
 	return b.String()
 }

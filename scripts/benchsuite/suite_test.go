@@ -2,8 +2,11 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func step(rate float64, pass bool) stepResult {
@@ -229,6 +232,344 @@ func TestOverloadWasOverload(t *testing.T) {
 			}
 			if v.Status != tc.want || strings.Contains(v.Measured, "not an overload") != tc.mentionsNoOverload {
 				t.Errorf("%s: %s", v.Status, v.Measured)
+			}
+		})
+	}
+}
+
+func TestBrokerConfigBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sc        scenario
+		want, not []string
+	}{
+		{"no batch", scenario{Triggers: 1, Matching: 1}, []string{"name: t000\n  namespace: bench\nspec:"}, []string{"annotations", "delivery-batch"}},
+		{"batch of 10", scenario{Triggers: 1, Matching: 1, Batch: 10, BatchWait: "PT0.005S"},
+			[]string{"  annotations:\n    sluice.dev/delivery-batch: \"10\"\n    sluice.dev/delivery-batch-wait: PT0.005S\nspec:"}, nil},
+		{"batch without a wait", scenario{Triggers: 2, Matching: 1, Batch: 100},
+			[]string{"name: t001\n  namespace: bench\n  annotations:\n    sluice.dev/delivery-batch: \"100\"\nspec:"}, []string{"delivery-batch-wait"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := brokerConfig(tc.sc, "b", []string{"http://127.0.0.1:1/"})
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("config lacks %q:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("config has %q:\n%s", n, got)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSubscriberAttempts(t *testing.T) {
+	const head = "# HELP sluice_delivery_attempts_total HTTP delivery attempts.\n# TYPE sluice_delivery_attempts_total counter\n"
+	for _, tc := range []struct {
+		name, text string
+		want       uint64
+		err        string
+	}{
+		{"sums subscriber results and triggers", head +
+			`sluice_delivery_attempts_total{dest="deadletter",result="2xx",trigger="bench/t000"} 7` + "\n" +
+			`sluice_delivery_attempts_total{dest="reply",result="2xx",trigger="bench/t000"} 5` + "\n" +
+			`sluice_delivery_attempts_total{dest="subscriber",result="2xx",trigger="bench/t000"} 1.2345e+06` + "\n" +
+			`sluice_delivery_attempts_total{dest="subscriber",result="5xx",trigger="bench/t000"} 3` + "\n" +
+			`sluice_delivery_attempts_total{dest="subscriber",result="2xx",trigger="bench/t001"} 2` + "\n" +
+			`sluice_delivery_retries_total{trigger="bench/t000"} 100` + "\n", 1234505, ""},
+		{"zero", head + `sluice_delivery_attempts_total{dest="subscriber",result="2xx",trigger="bench/t"} 0` + "\n", 0, ""},
+		{"no sample", head + `sluice_delivery_attempts_total{dest="reply",result="2xx",trigger="bench/t"} 4` + "\n", 0, "no sluice_delivery_attempts_total"},
+		{"bad value", `sluice_delivery_attempts_total{dest="subscriber",result="2xx",trigger="bench/t"} many` + "\n", 0, `value "many"`},
+		{"no value", `sluice_delivery_attempts_total{dest="subscriber",result="2xx",trigger="bench/t"}` + "\n", 0, "no value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSubscriberAttempts(strings.NewReader(tc.text))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("parseSubscriberAttempts = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBatchRate(t *testing.T) {
+	mem := &scenarioResult{Sustained: 1, Steps: []stepResult{step(10000, true), step(17091, true), step(25000, false)}}
+	none := &scenarioResult{Sustained: -1, Steps: []stepResult{step(1000, false)}}
+	for _, tc := range []struct {
+		name string
+		mem  *scenarioResult
+		want float64
+		from string
+	}{
+		{"half the memory sustained rate", mem, 8546, "17091"},
+		{"memory sustained nothing", none, 8000, "default"},
+		{"memory not run", nil, 8000, "default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, from := batchRate(tc.mem, 8000)
+			if got != tc.want || !strings.Contains(from, tc.from) {
+				t.Errorf("batchRate = %v, %q; want %v, containing %q", got, from, tc.want, tc.from)
+			}
+		})
+	}
+}
+
+func TestBatchRowFill(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		deliveries            uint64
+		cpuS                  float64
+		delivered             float64
+		posts                 uint64
+		perPost, postRate, us float64
+	}{
+		{"unbatched", 170000, 8.5, 10000, 170000, 1, 10000, 50},
+		{"batches of 10", 170000, 5.1, 10000, 17000, 10, 1000, 30},
+		{"wait-limited batches", 170000, 3.4, 10000, 3400, 50, 200, 20},
+		{"no POSTs counted", 170000, 3.4, 10000, 0, 0, 0, 20},
+		{"nothing delivered", 0, 1, 0, 0, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := batchRow{Step: stepResult{Deliveries: tc.deliveries, CPUSeconds: tc.cpuS}}
+			r.fill(tc.delivered, tc.posts)
+			if r.DeliveredRate != tc.delivered || r.Posts != tc.posts || math.Abs(r.EventsPerPost-tc.perPost) > 1e-9 ||
+				math.Abs(r.PostRate-tc.postRate) > 1e-9 || math.Abs(r.CPUPerDeliveredUS-tc.us) > 1e-9 {
+				t.Errorf("fill = %+v; want %v events per POST, %v POSTs/s, %v µs", r, tc.perPost, tc.postRate, tc.us)
+			}
+		})
+	}
+}
+
+// batchRows returns a batch result with rows for N = 1, 10, 100 at the given CPU per
+// delivered event and losses.
+func batchRows(cpu [3]float64, lost [3]uint64) *batchResult {
+	b := &batchResult{Rate: 8000}
+	for i, n := range batchSizes {
+		st := stepResult{Requests: 100, Accepted: 100, Lost: lost[i]}
+		b.Rows = append(b.Rows, batchRow{N: n, Step: st, Ramp: []stepResult{st, {Requests: 10, Accepted: 10}}, CPUPerDeliveredUS: cpu[i]})
+	}
+	return b
+}
+
+func TestBatchVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		b              *batchResult
+		loss, cpu      string
+		cpuRatio       float64
+		measured, why  string
+		mod            func(*batchResult)
+		lossMeasuredIn string
+	}{
+		{name: "not selected", b: nil, loss: notRun, cpu: notRun, why: "not selected"},
+		{name: "clean", b: batchRows([3]float64{60, 30, 20}, [3]uint64{}), loss: met, cpu: met, cpuRatio: 0.5, lossMeasuredIn: "N=100: 0 lost of 110 accepted"},
+		{name: "a loss at N=10", b: batchRows([3]float64{60, 30, 20}, [3]uint64{0, 1, 0}), loss: notMet, cpu: met, cpuRatio: 0.5, lossMeasuredIn: "N=10: 1 lost of 110"},
+		{name: "a loss in a ramp step", b: batchRows([3]float64{60, 30, 20}, [3]uint64{}), loss: notMet, cpu: met, cpuRatio: 0.5,
+			mod: func(b *batchResult) { b.Rows[2].Ramp[1].Lost = 2 }, lossMeasuredIn: "N=100: 2 lost"},
+		{name: "batching costs more", b: batchRows([3]float64{60, 30, 61}, [3]uint64{}), loss: met, cpu: notMet, cpuRatio: 61.0 / 60},
+		{name: "equal is not less", b: batchRows([3]float64{60, 60, 20}, [3]uint64{}), loss: met, cpu: notMet, cpuRatio: 1},
+		{name: "N=100 missing", b: batchRows([3]float64{60, 30, 20}, [3]uint64{}), loss: notRun, cpu: notRun, why: "N=100 not run",
+			mod: func(b *batchResult) { b.Rows = b.Rows[:2] }},
+		{name: "N=1 failed before measuring", b: batchRows([3]float64{60, 30, 20}, [3]uint64{}), loss: notRun, cpu: notRun, why: "N=1 failed: boom",
+			mod: func(b *batchResult) { b.Rows[0] = batchRow{N: 1, Error: "boom"} }},
+		{name: "broker died after the fixed run", b: batchRows([3]float64{60, 30, 20}, [3]uint64{}), loss: notMet, cpu: met, cpuRatio: 0.5,
+			mod: func(b *batchResult) { b.Rows[1].Error = "the broker died" }, lossMeasuredIn: "error: the broker died"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.mod != nil {
+				tc.mod(tc.b)
+			}
+			vs := batchVerdicts(tc.b)
+			if len(vs) != 2 {
+				t.Fatalf("%d verdicts, want 2", len(vs))
+			}
+			loss, cpu := vs[0], vs[1]
+			if loss.Status != tc.loss || cpu.Status != tc.cpu || math.Abs(cpu.Ratio-tc.cpuRatio) > 1e-9 {
+				t.Errorf("verdicts %s / %s (ratio %v); want %s / %s (ratio %v): %+v", loss.Status, cpu.Status, cpu.Ratio, tc.loss, tc.cpu, tc.cpuRatio, vs)
+			}
+			if !strings.Contains(loss.Why, tc.why) || !strings.Contains(loss.Measured, tc.lossMeasuredIn) {
+				t.Errorf("loss verdict %+v; want why containing %q, measured containing %q", loss, tc.why, tc.lossMeasuredIn)
+			}
+		})
+	}
+}
+
+func TestCapacityStepRate(t *testing.T) {
+	for _, tc := range []struct {
+		channel      string
+		ramp, memory float64
+		want         float64
+	}{
+		{scJetStream, 3798, 18799, 28199}, // 1.5 × the memory channel's: saturates any channel
+		{scKafka, 750, 0, 3000},           // no memory figure: 4 × its own ramp's
+		{scMemory, 18799, 18799, 28199},
+		{scMemory, 18799, 0, 28199},
+		{scKafka, 20000, 18799, 30000}, // a ramp above memory's: 1.5 × that
+	} {
+		if got := capacityStepRate(tc.channel, tc.ramp, tc.memory); got != tc.want {
+			t.Errorf("capacityStepRate(%s, %v, %v) = %v, want %v", tc.channel, tc.ramp, tc.memory, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]int{12 * time.Second: 5, 3 * time.Second: 1, time.Second: 1, 8 * time.Second: 4, time.Minute: 5} {
+		if got := capacityTail(d); got != want {
+			t.Errorf("capacityTail(%s) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+func TestFairSustained(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ramp float64
+		c    *capacityResult
+		want float64
+		from string
+	}{
+		{"no capacity step", 3798, nil, 3798, "ramp"},
+		{"capacity above the ramp", 3798, &capacityResult{Delivery: 9123.6}, 9124, "capacity"},
+		{"capacity below the ramp", 18799, &capacityResult{Delivery: 15000}, 18799, "ramp"},
+		{"failed capacity step", 3798, &capacityResult{Delivery: 9000, Error: "boom"}, 3798, "ramp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, from := fairSustained(tc.ramp, tc.c)
+			if got != tc.want || from != tc.from {
+				t.Errorf("fairSustained = %v, %q; want %v, %q", got, from, tc.want, tc.from)
+			}
+		})
+	}
+}
+
+func TestOverloadVerdictsCapacity(t *testing.T) {
+	base := overloadResult{Channel: scKafka, Factor: 2, Connections: 256, SustainedRate: 9000, SustainedFrom: "capacity", RampSustainedRate: 750,
+		DeliveryRate: 8500, Requests: 100, Accepted: 60, Rejected429: 40, Settled: true, Alive: true,
+		Capacity: &capacityResult{Delivery: 9000, Accepted: 1000, Refused: 10, Settled: true}}
+	for _, tc := range []struct {
+		name               string
+		mod                func(*overloadResult)
+		delivery, loss     string
+		deliveryMeasuredIn string
+	}{
+		{"judged against the capacity", func(*overloadResult) {}, met, met, "8500 / 9000 ev/s = 0.94× (lowest second 0); sustained: the measured capacity (the ramp's was 750)"},
+		{"judged against the ramp", func(o *overloadResult) {
+			o.SustainedRate, o.SustainedFrom, o.RampSustainedRate, o.Capacity.Delivery = 10000, "ramp", 10000, 7000
+		}, notMet, met, "sustained: the ramp's (measured capacity 7000)"},
+		{"capacity step failed", func(o *overloadResult) {
+			o.SustainedRate, o.SustainedFrom, o.Capacity.Error = 750, "ramp", "boom"
+		}, met, met, "capacity step failed: boom"},
+		{"a loss in the capacity step", func(o *overloadResult) { o.Capacity.Lost = 1 }, met, notMet, ""},
+		{"capacity step not settled", func(o *overloadResult) { o.Capacity.Settled = false }, met, notMet, ""},
+		{"nothing refused", func(o *overloadResult) { o.Rejected429 = 0 }, notMet, met, "not an overload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			c := *base.Capacity
+			o.Capacity = &c
+			tc.mod(&o)
+			vs := overloadVerdicts(&o)
+			if vs[2].Status != tc.delivery || vs[3].Status != tc.loss || !strings.Contains(vs[2].Measured, tc.deliveryMeasuredIn) {
+				t.Errorf("delivery %s (%s), loss %s (%s); want %s containing %q, %s", vs[2].Status, vs[2].Measured, vs[3].Status, vs[3].Measured,
+					tc.delivery, tc.deliveryMeasuredIn, tc.loss)
+			}
+		})
+	}
+}
+
+func TestSustainedCell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    overloadResult
+		want string
+	}{
+		{"capacity used", overloadResult{SustainedRate: 9000, SustainedFrom: "capacity", RampSustainedRate: 750, Capacity: &capacityResult{Delivery: 9000, Refused: 5}}, "750 / **9000**"},
+		{"ramp used", overloadResult{SustainedRate: 18799, SustainedFrom: "ramp", RampSustainedRate: 18799, Capacity: &capacityResult{Delivery: 15000, Refused: 5}}, "**18799** / 15000"},
+		{"nothing refused", overloadResult{SustainedRate: 5202, SustainedFrom: "capacity", RampSustainedRate: 4000, Capacity: &capacityResult{Delivery: 5202}}, "4000 / **5202 (nothing refused: a lower bound)**"},
+		{"failed step", overloadResult{SustainedRate: 750, SustainedFrom: "ramp", RampSustainedRate: 750, Capacity: &capacityResult{Error: "x"}}, "**750** / failed"},
+		{"results before the capacity step", overloadResult{SustainedRate: 3798}, "**3798** / —"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sustainedCell(&tc.o); got != tc.want {
+				t.Errorf("sustainedCell = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestREADMEBatchAndOverload(t *testing.T) {
+	b := batchRows([3]float64{61.25, 30.5, 20.25}, [3]uint64{})
+	b.RateFrom = "half the memory scenario's sustained 16000 ev/s"
+	b.Wait = batchWait
+	for i := range b.Rows {
+		b.Rows[i].DeliveredRate, b.Rows[i].EventsPerPost = 7999, float64(batchSizes[i])*0.9
+		b.Rows[i].PostRate, b.Rows[i].Sustained = 7999/b.Rows[i].EventsPerPost, float64(10000*(i+1))
+	}
+	b.Rows[2].SustainedAtLeast = true
+	b.RampFactor, b.RampSteps = 1.3, 7
+	b.Rows = append(b.Rows, batchRow{N: 1000, NotRun: "just because"})
+	r := &results{Plan: fullPlan, LoadAvg: map[string]string{}, Batch: b,
+		Overloads: []*overloadResult{{Channel: scJetStream, Factor: 2, Connections: 256, SustainedRate: 9000, SustainedFrom: "capacity",
+			RampSustainedRate: 3798, Capacity: &capacityResult{Delivery: 9000, Refused: 3}, Rate: 18000, DeliveryRate: 8500, ReportDir: "results/x"}}}
+	name := filepath.Join(t.TempDir(), "README.md")
+	if err := writeREADME(name, r); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(data)
+	for _, want := range []string{
+		"### Batched delivery: N events per POST",
+		"go run ./scripts/benchsuite --scenarios memory,batch",
+		"`sluice.dev/delivery-batch: \"N\"`",
+		"`sluice.dev/delivery-batch-wait: PT0.005S`",
+		"8000 ev/s (half the memory scenario's sustained 16000 ev/s) for 15s",
+		"| 1 | 0.9 | 7999 | 8888 | 61.2 | 0 | 0.0 | 10000 | 0.0 |",
+		"| 10 | 9.0 | 7999 | 889 | 30.5 | 0 | 0.0 | 20000 | 0.0 |",
+		"| 100 | 90.0 | 7999 | 89 | 20.2 | 0 | 0.0 | ≥ 30000 | 0.0 |",
+		"rises ×1.3 per\nstep from that rate until a step fails (the usual pass criteria; at most 7 steps",
+		"| 1000 | not run (just because) |",
+		"| jetstream | 2× | 256 | 3798 / **9000** | 18000 (achieved 0) |",
+		"| 8500 (0) | 0.94× |",
+		"capacity step",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	// Without a batch scenario there is no batch section.
+	r.Batch = nil
+	if err := writeREADME(name, r); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(name); strings.Contains(string(data), "### Batched delivery") {
+		t.Error("README has a batch section without a batch scenario")
+	}
+}
+
+func TestBatchRowSustained(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		steps   []stepResult
+		want    float64
+		atLeast bool
+	}{
+		{"no steps", nil, 0, false},
+		{"fixed rate failed", []stepResult{step(8000, false), step(10400, false)}, 0, false},
+		{"ramp found a failure", []stepResult{step(8000, true), step(10400, true), step(13520, false)}, 10400, false},
+		{"ramp hit its step limit", []stepResult{step(8000, true), step(10400, true)}, 10400, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := batchRow{Ramp: tc.steps, Sustained: 1, SustainedAtLeast: true}
+			r.setSustained()
+			if r.Sustained != tc.want || r.SustainedAtLeast != tc.atLeast {
+				t.Errorf("setSustained: %v, at least %v; want %v, %v", r.Sustained, r.SustainedAtLeast, tc.want, tc.atLeast)
 			}
 		})
 	}

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Verdict states.
 const (
@@ -81,6 +84,9 @@ func verdicts(r *results) []verdict {
 	for _, o := range r.Overloads {
 		out = append(out, overloadVerdicts(o)...)
 	}
+
+	// 5a. batched delivery
+	out = append(out, batchVerdicts(r.Batch)...)
 
 	// 5b. CPU per event against the nginx floor
 	out = append(out, floorVerdicts(r.Floor)...)
@@ -163,7 +169,7 @@ func overloadVerdicts(o *overloadResult) []verdict {
 	if o.SustainedRate > 0 {
 		delivRatio = o.DeliveryRate / o.SustainedRate
 	}
-	delivery := verdict{Target: targets[2], Measured: fmt.Sprintf("%.0f / %.0f ev/s = %.2f× (lowest second %.0f)", o.DeliveryRate, o.SustainedRate, delivRatio, o.MinDeliveryRate),
+	delivery := verdict{Target: targets[2], Measured: fmt.Sprintf("%.0f / %.0f ev/s = %.2f× (lowest second %.0f)%s", o.DeliveryRate, o.SustainedRate, delivRatio, o.MinDeliveryRate, sustainedNote(o)),
 		Ratio: delivRatio, Status: status(delivRatio >= 0.9)}
 	if o.Rejected429+o.Rejected503 == 0 && o.Achieved >= 0.9*o.Rate {
 		// Everything was accepted at the rate offered: the broker took the "overload",
@@ -171,17 +177,116 @@ func overloadVerdicts(o *overloadResult) []verdict {
 		// nothing. (Nothing refused but the generator held back is an overload: the
 		// broker pushed back by making requests wait for room.)
 		delivery.Status = notMet
-		delivery.Measured += "; not an overload: nothing was refused or held back (the ramp's sustained rate was an underestimate)"
+		delivery.Measured += "; not an overload: nothing was refused or held back (the sustained rate was an underestimate)"
+	}
+	var capLost uint64
+	capNote := ""
+	if c := o.Capacity; c != nil && c.Error == "" {
+		capLost = c.Lost
+		capNote = fmt.Sprintf("; capacity step: %d lost of %d accepted", c.Lost, c.Accepted)
+		if !c.Settled {
+			capNote += ", not all delivered"
+		}
 	}
 	return []verdict{
 		{Target: targets[0], Measured: fmt.Sprintf("%.1f MiB", rss), Ratio: rss / 200, Status: status(rss <= 200)},
 		{Target: targets[1], Measured: rejMeasured, Ratio: o.ProbeRejectP99MS / 1000, Status: status(rejOK)},
 		delivery,
-		{Target: targets[3], Measured: fmt.Sprintf("%d lost of %d accepted, broker alive: %v", o.Lost, o.Accepted, o.Alive),
-			Status: status(o.Lost == 0 && o.Settled && o.Alive)},
+		{Target: targets[3], Measured: fmt.Sprintf("%d lost of %d accepted, broker alive: %v%s", o.Lost, o.Accepted, o.Alive, capNote),
+			Status: status(o.Lost == 0 && o.Settled && o.Alive && capLost == 0 && (o.Capacity == nil || o.Capacity.Error != "" || o.Capacity.Settled))},
 		{Target: targets[4], Measured: fmt.Sprintf("slowest %.1f ms, %d failures", o.HealthMaxMS, o.HealthFailures),
 			Ratio: o.HealthMaxMS / 100, Status: status(o.HealthMaxMS < 100 && o.HealthFailures == 0)},
 	}
+}
+
+// sustainedNote says where an overload run's sustained rate came from.
+func sustainedNote(o *overloadResult) string {
+	switch {
+	case o.Capacity == nil:
+		return ""
+	case o.Capacity.Error != "":
+		return fmt.Sprintf("; sustained: the ramp's (capacity step failed: %s)", o.Capacity.Error)
+	case o.SustainedFrom == "capacity":
+		return fmt.Sprintf("; sustained: the measured capacity (the ramp's was %.0f)", o.RampSustainedRate)
+	}
+	return fmt.Sprintf("; sustained: the ramp's (measured capacity %.0f)", o.Capacity.Delivery)
+}
+
+// batchVerdicts judges the batch scenario: no event lost at any N (every N measured),
+// and batching paying for itself: broker CPU per delivered event at N > 1 below N = 1's.
+func batchVerdicts(b *batchResult) []verdict {
+	lossT := "batch: zero loss at N = " + joinInts(batchSizes)
+	cpuT := "batch: broker CPU per delivered event at every N > 1 < N = 1's"
+	notRunAll := func(why string) []verdict {
+		return []verdict{{Target: lossT, Status: notRun, Why: why}, {Target: cpuT, Status: notRun, Why: why}}
+	}
+	if b == nil {
+		return notRunAll("not selected")
+	}
+	byN := map[int]*batchRow{}
+	for i := range b.Rows {
+		byN[b.Rows[i].N] = &b.Rows[i]
+	}
+	var missing []string
+	for _, n := range batchSizes {
+		r := byN[n]
+		switch {
+		case r == nil:
+			missing = append(missing, fmt.Sprintf("N=%d not run", n))
+		case r.NotRun != "":
+			missing = append(missing, fmt.Sprintf("N=%d not run: %s", n, r.NotRun))
+		case r.Step.Requests == 0:
+			missing = append(missing, fmt.Sprintf("N=%d failed: %s", n, r.Error))
+		}
+	}
+	if len(missing) > 0 {
+		return notRunAll(strings.Join(missing, "; "))
+	}
+	loss := verdict{Target: lossT, Status: met}
+	var parts []string
+	for _, n := range batchSizes {
+		r := byN[n]
+		var accepted uint64
+		for _, st := range r.Ramp {
+			accepted += st.Accepted
+		}
+		if len(r.Ramp) == 0 {
+			accepted = r.Step.Accepted
+		}
+		parts = append(parts, fmt.Sprintf("N=%d: %d lost of %d accepted", n, r.lost(), accepted))
+		if r.lost() > 0 || r.Step.Accepted == 0 || r.Error != "" {
+			loss.Status = notMet
+		}
+		if r.Error != "" {
+			parts[len(parts)-1] += " (error: " + r.Error + ")"
+		}
+	}
+	loss.Measured = strings.Join(parts, "; ")
+
+	cpu := verdict{Target: cpuT, Status: met}
+	base := byN[batchSizes[0]].CPUPerDeliveredUS
+	parts = []string{fmt.Sprintf("N=%d: %.1f µs", batchSizes[0], base)}
+	for _, n := range batchSizes[1:] {
+		c := byN[n].CPUPerDeliveredUS
+		parts = append(parts, fmt.Sprintf("N=%d: %.1f µs", n, c))
+		if base > 0 {
+			cpu.Ratio = max(cpu.Ratio, c/base)
+		}
+		if base <= 0 || c <= 0 || c >= base {
+			cpu.Status = notMet
+		}
+	}
+	cpu.Measured = strings.Join(parts, ", ") + fmt.Sprintf(" at %.0f ev/s", b.Rate)
+	return []verdict{loss, cpu}
+}
+
+// joinInts renders 1, 10, 100.
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // floorVerdicts judges Sluice's CPU per event against nginx's, one verdict per row.
