@@ -38,6 +38,24 @@ func rawPost(t *testing.T, conn net.Conn, br *bufio.Reader, id, body string) (*h
 	return resp, time.Since(start)
 }
 
+// dialBroker serves a memory broker of a 1 KiB budget with one trigger to subscriber
+// over a real listener and returns a connection to it; both close when t ends.
+func dialBroker(t *testing.T, subscriber string, opts ...Option) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	s := newTestServer(t, memory.NewBudget(1024), opts...)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", subscriber))); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
 // TestRejectHoldsConnection checks rule 2 of admission.go over a real connection: a 429
 // arrives whole at once, with Retry-After, and the next request on the same connection
 // is read only after the hold; with the hold off it is read at once.
@@ -49,18 +67,7 @@ func TestRejectHoldsConnection(t *testing.T) {
 	}{{"held", hold}, {"off", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sub := newRecorder(t)
-			s := newTestServer(t, memory.NewBudget(1024), WithRejectHold(tc.hold), WithAdmitWait(0))
-			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(s.Handler())
-			defer srv.Close()
-			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			br := bufio.NewReader(conn)
+			conn, br := dialBroker(t, sub.URL, WithRejectHold(tc.hold), WithAdmitWait(0))
 			big := strings.Repeat("x", 1100) // more than the whole budget
 
 			resp, took := rawPost(t, conn, br, "first", big)
@@ -237,18 +244,7 @@ func TestAdmitWait(t *testing.T) {
 			}))
 			defer sub.Close()
 			const hold = 1400 * time.Millisecond // 1 s left after the "no room" wait: held ½ to 1 s
-			s := newTestServer(t, memory.NewBudget(1024), WithAdmitWait(tc.wait), WithRejectHold(hold))
-			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(s.Handler())
-			defer srv.Close()
-			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			br := bufio.NewReader(conn)
+			conn, br := dialBroker(t, sub.URL, WithAdmitWait(tc.wait), WithRejectHold(hold))
 			body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
 			if resp, _ := rawPost(t, conn, br, "first", body); resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("first: %d", resp.StatusCode)
