@@ -40,9 +40,6 @@ type consumer struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	lag    atomic.Int64 // records past the group's settled position, any route (the lag metric)
-	// unfetched is, as of the last lag refresh, the records of the topic past what this
-	// consumer has fetched (or the group had settled, for partitions it has not fetched).
-	unfetched atomic.Int64
 
 	joined atomic.Bool // the group gave this member its share (possibly none) at least once
 
@@ -53,6 +50,23 @@ type consumer struct {
 	parts   map[int32]*part
 	skips   map[int32][][2]int64 // settled ranges read at assignment, until first fetch
 	unacked int                  // messages queued or handed out and not settled
+	fetched int64                // records fetched since the consumer opened, any route
+	unread  unread               // the records not fetched yet, as of the last lag refresh
+}
+
+// unread is the count of a topic's records a consumer has not fetched, measured at a lag
+// refresh (the records past its fetch position, or past the group's settled position for
+// partitions it has not fetched), with the channel's produced count and the consumer's
+// fetched count at that moment. Between refreshes the records not fetched are estimated
+// as n + produced since − fetched since: exact for a single process, an upper bound when
+// other replicas fetch (what they fetch shows at the next refresh).
+type unread struct {
+	n, produced, fetched int64
+}
+
+// now estimates the records not fetched, given the produced and fetched counts now.
+func (u unread) now(produced, fetched int64) int64 {
+	return max(0, u.n+(produced-u.produced)-(fetched-u.fetched))
 }
 
 // part is the state of one partition while it is assigned to the consumer.
@@ -86,6 +100,7 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(sessionTimeout),
 		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		// A fetch in flight holds back partitions assigned or loaded after it was sent:
 		// keep it short so that they start soon.
 		kgo.FetchMaxWait(500*time.Millisecond),
@@ -157,10 +172,11 @@ func (k *consumer) Receive(ctx context.Context) (channel.Message, error) {
 // not settled, plus the records of the topic not fetched yet (an upper bound: their routes
 // are read when they are fetched). See the package doc.
 func (k *consumer) Len() int {
+	produced := k.ch.produced.Load()
 	k.mu.Lock()
-	n := k.unacked
+	n := int64(k.unacked) + k.unread.now(produced, k.fetched)
 	k.mu.Unlock()
-	return n + int(k.unfetched.Load())
+	return int(n)
 }
 
 // Close stops fetching, commits what is settled and leaves the group. Messages not
@@ -238,6 +254,7 @@ func (k *consumer) add(r *kgo.Record) {
 		k.parts[r.Partition] = p
 	}
 	p.next = r.Offset + 1
+	k.fetched++
 	if p.wm.skipped(r.Offset) || !routedTo(r, k.name) {
 		p.wm.add(r.Offset, r.LeaderEpoch, true)
 		return
@@ -405,7 +422,7 @@ func (k *consumer) commitSync(ctx context.Context, offs map[int32]commitOffset) 
 }
 
 // positions returns the settled position of each tracked partition, for lag.
-func (k *consumer) positions() (settled, fetched map[int32]int64) {
+func (k *consumer) positions() (settled, fetched map[int32]int64, count int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	settled = make(map[int32]int64, len(k.parts))
@@ -416,7 +433,15 @@ func (k *consumer) positions() (settled, fetched map[int32]int64) {
 		}
 		fetched[id] = p.next
 	}
-	return settled, fetched
+	return settled, fetched, k.fetched
+}
+
+// setUnread records the records not fetched as measured by a lag refresh: n at the
+// moment the channel had produced produced records and the consumer fetched fetched.
+func (k *consumer) setUnread(n, produced, fetched int64) {
+	k.mu.Lock()
+	k.unread = unread{n: n, produced: produced, fetched: fetched}
+	k.mu.Unlock()
 }
 
 // message is one record routed to the subscription.

@@ -33,8 +33,11 @@
 // Consumer.Len counts the records routed to the subscription that it has fetched and not
 // settled, plus the records of the topic it has not fetched yet (their routes are unknown
 // until read, so that part is an upper bound). The end offsets it is computed from are
-// refreshed every lag interval; nothing is asked of the cluster when Len is called. Once
-// a subscription has read to the end of the topic, Len is exact.
+// refreshed every lag interval; between refreshes the count moves with what this process
+// produced to the topic and what the subscription fetched since, so that a burst of
+// publishes shows in Len at once (the broker's backlog bound reads it on every request)
+// instead of up to a lag interval later. Nothing is asked of the cluster when Len is
+// called. Once a subscription has read to the end of the topic, Len is exact.
 package kafka
 
 import (
@@ -66,6 +69,7 @@ type Channel struct {
 
 	topicReady atomic.Bool
 	topicSem   chan struct{} // one topic creation at a time
+	produced   atomic.Int64  // records this process produced to the topic (acknowledged)
 
 	mu        sync.Mutex
 	consumers map[string]*consumer
@@ -250,6 +254,8 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
 			call.errOnce.Do(func() { call.err = err })
+		} else {
+			c.produced.Add(1)
 		}
 		if call.pending.Add(-1) == 0 {
 			close(call.done)

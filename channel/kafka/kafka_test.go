@@ -269,6 +269,40 @@ func TestLenReportsLag(t *testing.T) {
 	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }
 
+// TestLenCountsPublishesAtOnce: with the lag refresh an hour away, Len still counts
+// every record this process published and the consumer has not fetched (the consumer
+// stops fetching at 1,024 unsettled), and falls to zero as they are settled.
+func TestLenCountsPublishesAtOnce(t *testing.T) {
+	c, _ := newChannel(t, kafka.WithLagInterval(time.Hour))
+	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	evs := make([]*event.Event, n)
+	for i := range evs {
+		evs[i] = ev(strconv.Itoa(i))
+	}
+	channeltest.Publish(t, c, []string{"burst"}, evs...)
+	if got := k.Len(); got != n {
+		t.Fatalf("Len() = %d right after publishing %d, want %d", got, n, n)
+	}
+	for _, m := range channeltest.ReceiveN(t, k, 1000, 20*time.Second) {
+		_ = m.Ack()
+	}
+	if got := k.Len(); got != n-1000 {
+		t.Errorf("Len() = %d after settling 1000 of %d, want %d", got, n, n-1000)
+	}
+	for range (n - 1000) / 500 { // at most 1,024 are handed out unsettled
+		for _, m := range channeltest.ReceiveN(t, k, 500, 20*time.Second) {
+			_ = m.Ack()
+		}
+	}
+	if got := k.Len(); got != 0 {
+		t.Errorf("Len() = %d after settling all, want 0", got)
+	}
+}
+
 func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

@@ -44,6 +44,9 @@ func (c *Channel) refreshLag() {
 // its unfetched count (the same, measured from the consumer's fetch position where it has
 // fetched the partition).
 func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
+	// Read before the end offsets: a record produced while they are listed is then
+	// counted twice until the next refresh (an overestimate), never missed.
+	produced := c.produced.Load()
 	ends, err := c.adm.ListEndOffsets(ctx, c.topic)
 	if err == nil {
 		err = ends.Error()
@@ -66,7 +69,7 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 			c.log.Warn("lag", "kafka: cannot fetch committed offsets for consumer lag", "group", k.group, "err", err)
 			continue
 		}
-		local, fetched := k.positions()
+		local, fetched, count := k.positions()
 		var lag, unfetched int64
 		for p, end := range ends[c.topic] {
 			pos := int64(0)
@@ -90,6 +93,6 @@ func (c *Channel) updateLag(ctx context.Context, ks []*consumer) {
 			}
 		}
 		k.lag.Store(lag)
-		k.unfetched.Store(unfetched)
+		k.setUnread(unfetched, produced, count)
 	}
 }

@@ -41,8 +41,16 @@ const (
 	// go test -bench Publish ./channel/kafka/ (32 concurrent publishers, local broker),
 	// cut them from 50,000-60,000 events/s once warm to about 5,600.
 	linger = 0
-	// fetchMaxBytes bounds the bytes one fetch of a consumer may return.
-	fetchMaxBytes = 16 << 20
+	// fetchMaxBytes and fetchMaxPartitionBytes bound what one fetch of a consumer may
+	// return, compressed. A fetch is decompressed whole and held until polled, and
+	// batches compress well (the bench's 2 KiB events about 20×): with 16 MiB and
+	// franz-go's 1 MiB per partition, 8 partitions held 25-50 MB of decompressed batches
+	// in a consumer at 2,048 connections of overload, the heap sat at its limit and GC
+	// took 18% of the broker's CPU (10,000 ev/s delivered); at 64 KiB per partition it
+	// held 7 MB, GC 7%, 14,100 ev/s (docs/overload.md). 64 KiB is still dozens of
+	// records per partition per fetch, each fetch one round trip.
+	fetchMaxBytes          = 4 << 20
+	fetchMaxPartitionBytes = 64 << 10
 )
 
 // config holds what the options set.

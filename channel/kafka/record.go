@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -66,7 +67,9 @@ func decodeRecord(r *kgo.Record) *event.Event {
 		}
 	}
 	if len(r.Value) > 0 {
-		e.Data = r.Value
+		// A copy: r.Value points into its whole decompressed batch, which would stay
+		// in memory until every record of it is settled.
+		e.Data = bytes.Clone(r.Value)
 	}
 	return e
 }
