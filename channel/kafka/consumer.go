@@ -58,8 +58,10 @@ type consumer struct {
 // refresh (the records past its fetch position, or past the group's settled position for
 // partitions it has not fetched), with the channel's produced count and the consumer's
 // fetched count at that moment. Between refreshes the records not fetched are estimated
-// as n + produced since − fetched since: exact for a single process, an upper bound when
-// other replicas fetch (what they fetch shows at the next refresh).
+// as n + produced since − fetched since (never below zero): exact for a single process.
+// With replicas it is off, until the next refresh, by what the others fetched of this
+// process's records (counted too high) and what this consumer fetched of theirs (too low);
+// with the load spread evenly the two roughly cancel.
 type unread struct {
 	n, produced, fetched int64
 }
