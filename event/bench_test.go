@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,3 +86,33 @@ func BenchmarkWriteHeaders(b *testing.B) {
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// BenchmarkAppendJSON encodes one event with 2 KiB of JSON data in the JSON format, as
+// each event of a batched delivery is. Its /validate sub-benchmarks compare the JSON
+// validity check it makes (validJSON, fastjson) with encoding/json's.
+func BenchmarkAppendJSON(b *testing.B) {
+	data := benchPayload(b)
+	e := &Event{SpecVersion: "1.0", ID: "run-123456", Source: "sluice.loadkit", Type: "io.triggermesh.perf.drill",
+		DataContentType: "application/json", Data: data}
+	b.Run("event", func(b *testing.B) {
+		buf := make([]byte, 0, 8<<10)
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for range b.N {
+			buf = AppendJSON(buf[:0], e)
+		}
+	})
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"validate/fastjson", validJSON}, {"validate/encoding-json", json.Valid}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for range b.N {
+				if !v.valid(data) {
+					b.Fatal("the sample is not valid JSON")
+				}
+			}
+		})
+	}
+}

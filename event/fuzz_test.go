@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 )
@@ -49,6 +50,28 @@ func FuzzParse(f *testing.F) {
 				t.Fatal(err)
 			}
 			assertSameEvent(t, e, dec)
+		}
+	})
+}
+
+// FuzzValidJSON: what validJSON (fastjson) accepts, encoding/json accepts too, so that
+// AppendJSON never embeds data a JSON parser refuses; and the batch AppendJSON writes
+// for such data is itself valid JSON.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `[1,2,{"b":null}]`, `"x"`, ` 1e5 `, `01`, `1.`, `-`, `{"a":1,}`,
+		`"\u00zz"`, "\"\x01\"", `[`, `tru`, `{"a":"\ud800"}`, "\xff", `{}{}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !validJSON(b) {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("validJSON accepted %q, encoding/json refuses it", b)
+		}
+		e := &Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t", DataContentType: "application/json", Data: b}
+		if out := AppendJSON(nil, e); !json.Valid(out) {
+			t.Fatalf("AppendJSON wrote invalid JSON for data %q: %s", b, out)
 		}
 	})
 }

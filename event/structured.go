@@ -3,12 +3,15 @@ package event
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"strconv"
 	"strings"
+
+	"github.com/valyala/fastjson"
 )
 
 // ParseStructured parses one event in the JSON event format (application/cloudevents+json).
@@ -142,7 +145,7 @@ func extensionValue(r json.RawMessage) (string, error) {
 // isJSONContentType reports whether data of content type ct is JSON: absent (the JSON
 // format's default), application/json, text/json or any +json suffix.
 func isJSONContentType(ct string) bool {
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -154,6 +157,12 @@ func isJSONContentType(ct string) bool {
 
 // AppendJSON appends e in the JSON event format to dst. JSON data (by datacontenttype)
 // that is valid JSON is embedded as "data"; other data goes in "data_base64".
+//
+// Validity is checked with fastjson rather than encoding/json: about 1 µs against 5 µs
+// for the 2 KiB sample, once per event of every batched delivery (BenchmarkAppendJSON).
+// Whatever fastjson accepts encoding/json accepts too (FuzzValidJSON); what it refuses
+// and encoding/json would accept (nesting deeper than fastjson's limit) goes as
+// data_base64, which is correct for any data.
 func AppendJSON(dst []byte, e *Event) []byte {
 	dst = append(dst, '{')
 	first := len(dst)
@@ -177,7 +186,7 @@ func AppendJSON(dst []byte, e *Event) []byte {
 		dst = strconv.AppendQuote(append(strconv.AppendQuote(dst, x.Name), ':'), x.Value)
 	}
 	if e.Data != nil {
-		if isJSONContentType(e.DataContentType) && json.Valid(e.Data) {
+		if isJSONContentType(e.DataContentType) && validJSON(e.Data) {
 			dst = append(dst, `,"data":`...)
 			dst = append(dst, e.Data...)
 		} else {
@@ -187,4 +196,36 @@ func AppendJSON(dst []byte, e *Event) []byte {
 		}
 	}
 	return append(dst, '}')
+}
+
+// validJSON reports whether b is one valid JSON value (see AppendJSON). fastjson lets
+// raw control characters through inside strings, which JSON forbids: data with any byte
+// below 0x20 (pretty-printed JSON's newlines and tabs too) is checked by encoding/json.
+func validJSON(b []byte) bool {
+	if fastjson.ValidateBytes(b) != nil {
+		return false
+	}
+	if hasControl(b) {
+		return json.Valid(b)
+	}
+	return true
+}
+
+// hasControl reports whether b has a byte below 0x20, eight bytes at a time: a word has
+// one when subtracting 0x20 from each byte borrows into a byte whose top bit was clear.
+func hasControl(b []byte) bool {
+	const lo, hi = 0x2020202020202020, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if (x-lo)&^x&hi != 0 {
+			return true
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
