@@ -9,6 +9,7 @@
 #   scripts/cpu-per-event.sh nginx 5000 8         # nginx proxy_pass to the same receiver
 #   SLUICE=/tmp/old/sluice scripts/cpu-per-event.sh sluice 5000 8   # another build
 #   TRIGGERS=10 scripts/cpu-per-event.sh sluice 2000 8              # 10 matching triggers
+#   BATCH=10 scripts/cpu-per-event.sh sluice 8000 8                 # batched delivery, up to 10 per POST (5 ms wait)
 set -euo pipefail
 what=${1:?sluice or nginx}; rate=${2:?events/s}; secs=${3:-8}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,11 @@ sluice)
 	{
 		printf 'apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: bench}\n'
 		for i in $(seq 1 "${TRIGGERS:-1}"); do
-			printf -- '---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t%d, namespace: bench}\n' "$i"
+			printf -- '---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t%d, namespace: bench' "$i"
+			if [ -n "${BATCH:-}" ]; then
+				printf ', annotations: {sluice.dev/delivery-batch: "%d", sluice.dev/delivery-batch-wait: PT0.005S}' "$BATCH"
+			fi
+			printf '}\n'
 			printf 'spec:\n  broker: b\n  filter: {attributes: {type: io.triggermesh.perf.drill}}\n  subscriber: {uri: "http://127.0.0.1:%d/"}\n' $rport
 		done
 	} >"$dir/config.yaml"
