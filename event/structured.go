@@ -173,7 +173,7 @@ func AppendJSON(dst []byte, e *Event) []byte {
 		if len(dst) > first {
 			dst = append(dst, ',')
 		}
-		dst = strconv.AppendQuote(append(strconv.AppendQuote(dst, k), ':'), v)
+		dst = appendJSONString(append(appendJSONString(dst, k), ':'), v)
 	}
 	for _, a := range e.contextAttrs() {
 		field(a.name, a.value)
@@ -183,7 +183,7 @@ func AppendJSON(dst []byte, e *Event) []byte {
 		if len(dst) > first {
 			dst = append(dst, ',')
 		}
-		dst = strconv.AppendQuote(append(strconv.AppendQuote(dst, x.Name), ':'), x.Value)
+		dst = appendJSONString(append(appendJSONString(dst, x.Name), ':'), x.Value)
 	}
 	if e.Data != nil {
 		if isJSONContentType(e.DataContentType) && validJSON(e.Data) {
@@ -228,4 +228,35 @@ func hasControl(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// appendJSONString appends s to dst as a JSON string. Only '"', '\\' and control
+// characters (below 0x20) are escaped; everything else, multi-byte UTF-8 included, is
+// copied as it is (JSON allows it; events are valid UTF-8, see Validate). strconv.Quote
+// is not JSON: it writes \x01, \a, \v and \U0010ffff escapes, which JSON parsers refuse.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	return append(append(dst, s[start:]...), '"')
 }
