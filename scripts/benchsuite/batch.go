@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,22 +134,12 @@ func (s *suite) batch(ctx context.Context, mem *scenarioResult) *batchResult {
 func (s *suite) batchOne(ctx context.Context, n int, rate float64) batchRow {
 	row := batchRow{N: n}
 	sc := scenario{Name: fmt.Sprintf("batch-%d", n), Channel: "memory", Triggers: 1, Matching: 1, Batch: n, BatchWait: batchWait}
-	dir := filepath.Join(s.tmp, sc.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		row.Error = err.Error()
-		return row
-	}
 	rcv, err := freeAddrs(1)
 	if err != nil {
 		row.Error = err.Error()
 		return row
 	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, sc.Name+"-"+newRunID()[:6], []string{"http://" + rcv[0] + "/"})), 0o644); err != nil {
-		row.Error = err.Error()
-		return row
-	}
-	b, err := startBroker(ctx, s.o.sluice, dir, cfg, s.pinned)
+	b, err := startScenarioBroker(ctx, s.o.sluice, sc, filepath.Join(s.tmp, sc.Name), sc.Name+"-"+newRunID()[:6], rcv, s.pinned)
 	if err != nil {
 		row.Error = err.Error()
 		return row

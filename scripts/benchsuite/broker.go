@@ -31,6 +31,24 @@ type brokerProc struct {
 	proxy   bool // nginx: no /healthz of its own (it would proxy the request)
 }
 
+// startScenarioBroker writes the configuration of sc's broker, called name, with its
+// triggers delivering to the receivers listening at addrs, to dir/config.yaml (creating
+// dir), and starts a broker on it (startBroker).
+func startScenarioBroker(ctx context.Context, sluice string, sc scenario, dir, name string, addrs []string, pinned bool, extra ...string) (*brokerProc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	urls := make([]string, len(addrs))
+	for i, a := range addrs {
+		urls[i] = "http://" + a + "/"
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, name, urls)), 0o644); err != nil {
+		return nil, err
+	}
+	return startBroker(ctx, sluice, dir, cfg, pinned, extra...)
+}
+
 // startBroker writes nothing itself: it runs `sluice serve --config cfg --addr
 // 127.0.0.1:0` plus extra flags (on CPU 1 alone when pinned), in its own process group (killed with the suite via
 // Pdeathsig), and waits for the ingest URL on stdout. stderr goes to dir/serve.log.

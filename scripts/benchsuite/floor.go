@@ -107,11 +107,7 @@ func (s *suite) floorLayout(ctx context.Context, fr *floorResult, nginx string, 
 	}
 	defer ng.Stop()
 	sc, _ := scenarioByName(scMemory)
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, "floor", []string{"http://" + rcv[0] + "/"})), 0o644); err != nil {
-		return err
-	}
-	sl, err := startBroker(ctx, s.o.sluice, dir, cfg, pinned)
+	sl, err := startScenarioBroker(ctx, s.o.sluice, sc, dir, "floor", rcv, pinned)
 	if err != nil {
 		return err
 	}

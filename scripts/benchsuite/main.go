@@ -351,7 +351,8 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory floa
 		return &overloadResult{NotRun: "needs the " + name + " scenario's sustained rate (run it first, in the same --scenarios list)"}
 	}
 	sc := sr.scenario
-	extra, why := s.channelFlags(sc, filepath.Join(s.tmp, fmt.Sprintf("overload-%s-%.0f", name, factor)))
+	dir := filepath.Join(s.tmp, fmt.Sprintf("overload-%s-%.0f", name, factor))
+	extra, why := s.channelFlags(sc, dir)
 	if why != "" {
 		return &overloadResult{NotRun: why}
 	}
@@ -360,15 +361,7 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory floa
 	if err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
-	dir := filepath.Join(s.tmp, fmt.Sprintf("overload-%s-%.0f", name, factor))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &overloadResult{Error: err.Error()}
-	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(brokerConfig(sc, "overload-"+newRunID()[:6], []string{"http://" + rcv[0] + "/"})), 0o644); err != nil {
-		return &overloadResult{Error: err.Error()}
-	}
-	b, err := startBroker(ctx, s.o.sluice, dir, cfg, s.pinned, extra...)
+	b, err := startScenarioBroker(ctx, s.o.sluice, sc, dir, "overload-"+newRunID()[:6], rcv, s.pinned, extra...)
 	if err != nil {
 		return &overloadResult{Error: err.Error()}
 	}
