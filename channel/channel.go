@@ -68,8 +68,8 @@ type Consumer interface {
 	// means the same by it; a durable backend may report a value up to a fraction of a
 	// second old (jetstream asks its server at most every 100 ms; kafka adds the records
 	// it has not read yet, measured every lag interval and moved in between by what this
-	// process produced and fetched, an upper bound until it has read them), and Len itself never blocks on the network for long. The broker's drain and
-	// the sluice_queue_depth metric read it.
+	// process produced and fetched), and Len itself never blocks on the network for long.
+	// The broker's drain and the sluice_queue_depth metric read it.
 	Len() int
 	// Close stops the consumer. Unsettled messages stay stored in durable backends.
 	Close() error
