@@ -36,7 +36,8 @@
 // refreshed every lag interval; between refreshes the count moves with what this process
 // produced to the topic and what the subscription fetched since, so that a burst of
 // publishes shows in Len at once (the broker's backlog bound reads it on every request)
-// instead of up to a lag interval later. Nothing is asked of the cluster when Len is
+// instead of up to a lag interval later (exact for one process; with replicas it may be
+// off either way until the next refresh). Nothing is asked of the cluster when Len is
 // called. Once a subscription has read to the end of the topic, Len is exact.
 package kafka
 
