@@ -27,6 +27,7 @@ type securityFlags struct {
 	idleTimeout                  time.Duration
 	maxHeaderBytes               int
 	maxConns                     int
+	leanHTTP1                    bool
 	nsMemoryShare                float64
 	auth                         authFlags
 }
@@ -43,6 +44,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", httpserver.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	fl.IntVar(&f.maxHeaderBytes, "max-header-bytes", httpserver.DefaultMaxHeaderBytes, "largest request header block; larger get 431")
 	fl.IntVar(&f.maxConns, "max-conns", httpserver.DefaultMaxConns, "connections served at once; more wait to be accepted")
+	fl.BoolVar(&f.leanHTTP1, "lean-http1", true, "serve plain HTTP/1.1 POSTs on the lean path (docs/overload.md); false: net/http serves every request")
 	fl.Float64Var(&f.nsMemoryShare, "namespace-memory-share", 1, "fraction of --memory-limit the memory channels of one namespace may hold together (1: no per-namespace bound)")
 	f.auth.register(fl)
 }
@@ -56,6 +58,7 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		httpserver.WithIdleTimeout(f.idleTimeout),
 		httpserver.WithMaxHeaderBytes(f.maxHeaderBytes),
 		httpserver.WithMaxConns(f.maxConns),
+		httpserver.WithLeanHTTP1(f.leanHTTP1),
 		httpserver.WithErrorLog(slog.NewLogLogger(log.Handler(), slog.LevelWarn)),
 	}
 	if f.tlsCert != "" || f.tlsKey != "" {

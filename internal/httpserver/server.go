@@ -19,6 +19,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -44,6 +47,7 @@ type options struct {
 	maxHeaderBytes, maxConns                                  int
 	certFile, keyFile, clientCAFile                           string
 	requireClientCert                                         bool
+	lean                                                      bool
 	errorLog                                                  *log.Logger
 }
 
@@ -88,6 +92,11 @@ func WithClientCA(file string, require bool) Option {
 	return func(o *options) { o.clientCAFile, o.requireClientCert = file, require }
 }
 
+// WithLeanHTTP1 turns the lean HTTP/1.1 path on or off (lean.go): on a plain listener,
+// plain POSTs are served by a leaner loop than net/http's, to the same handler, and
+// everything else by net/http. Without TLS only. Default on.
+func WithLeanHTTP1(on bool) Option { return func(o *options) { o.lean = on } }
+
 // WithErrorLog sets the logger of the server's connection errors (TLS handshake
 // failures, timeouts). Default: the log package's standard logger.
 func WithErrorLog(l *log.Logger) Option { return func(o *options) { o.errorLog = l } }
@@ -96,7 +105,7 @@ func defaults() options {
 	return options{
 		readHeaderTimeout: DefaultReadHeaderTimeout, readTimeout: DefaultReadTimeout,
 		writeTimeout: DefaultWriteTimeout, idleTimeout: DefaultIdleTimeout,
-		maxHeaderBytes: DefaultMaxHeaderBytes, maxConns: DefaultMaxConns,
+		maxHeaderBytes: DefaultMaxHeaderBytes, maxConns: DefaultMaxConns, lean: true,
 	}
 }
 
@@ -128,6 +137,23 @@ type Server struct {
 	hs   *http.Server
 	ln   net.Listener
 	cert *tlsfiles.Certificate // nil without TLS
+	opts options
+
+	// The lean path (lean.go), on a plain listener unless WithLeanHTTP1(false).
+	lean     bool
+	handoff  *handoffListener // net/http serves the connections handed to it
+	bufs     sync.Pool        // of *[]byte, leanBufSize
+	canon    map[string]string
+	date     dateCache
+	maxHead  int
+	slots    chan struct{} // one per connection served, lean or handed off: the cap
+	stop     chan struct{} // closed when shutting down
+	base     context.Context // of every lean request; cancelled by Close
+	cancel   context.CancelFunc
+	shutting atomic.Bool
+	mu       sync.Mutex
+	conns    map[*leanConn]struct{} // guarded by mu
+	wg       sync.WaitGroup         // one per lean connection, and net/http's Serve
 }
 
 // New returns a server of h on ln. It returns an error naming a bad option, or a TLS
@@ -140,7 +166,7 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{ln: netutil.LimitListener(ln, o.maxConns)}
+	s := &Server{ln: netutil.LimitListener(ln, o.maxConns), opts: o}
 	s.hs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: o.readHeaderTimeout,
@@ -151,6 +177,9 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 		ErrorLog:          o.errorLog,
 	}
 	if o.certFile == "" {
+		if o.lean {
+			s.initLean(ln)
+		}
 		return s, nil
 	}
 	cert, err := tlsfiles.LoadCertificate(o.certFile, o.keyFile, tlsfiles.DefaultCheckInterval)
@@ -197,12 +226,160 @@ func (s *Server) Serve() error {
 	if s.cert != nil {
 		return s.hs.ServeTLS(s.ln, "", "") // GetCertificate provides the pair
 	}
-	return s.hs.Serve(s.ln)
+	if !s.lean {
+		return s.hs.Serve(s.ln)
+	}
+	return s.serveLean()
 }
 
 // Shutdown stops accepting connections and waits, until ctx ends, for the requests in
 // progress.
-func (s *Server) Shutdown(ctx context.Context) error { return s.hs.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.lean {
+		return s.hs.Shutdown(ctx)
+	}
+	s.stopAccepting()
+	_ = s.ln.Close()
+	s.wakeIdle()
+	err := s.hs.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
 
 // Close closes the listener and every connection at once.
-func (s *Server) Close() error { return s.hs.Close() }
+func (s *Server) Close() error {
+	if !s.lean {
+		return s.hs.Close()
+	}
+	s.stopAccepting()
+	err := s.ln.Close()
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	if cerr := s.hs.Close(); err == nil || errors.Is(err, net.ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Server) initLean(ln net.Listener) {
+	s.lean = true
+	s.ln = ln // the connection cap is slots: the lean path needs the *net.TCPConn
+	s.slots = make(chan struct{}, s.opts.maxConns)
+	s.stop = make(chan struct{})
+	s.handoff = newHandoffListener(s.ln.Addr())
+	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
+	s.canon = canonicalNames()
+	s.maxHead = s.opts.maxHeaderBytes
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.conns = map[*leanConn]struct{}{}
+}
+
+// serveLean accepts connections for the lean path; net/http serves those handed off.
+func (s *Server) serveLean() error {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.hs.Serve(s.handoff) // ends with Shutdown or Close
+	}()
+	var backoff time.Duration
+	for {
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.stop:
+			return http.ErrServerClosed
+		}
+		nc, err := s.ln.Accept()
+		if err != nil {
+			<-s.slots
+			if s.shutting.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logf("http: Accept error: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			_ = s.Close()
+			return err
+		}
+		backoff = 0
+		c, err := s.newLeanConn(nc)
+		if err != nil {
+			s.logf("http: %v", err)
+			_ = nc.Close()
+			<-s.slots
+			continue
+		}
+		if !s.track(c) {
+			_ = nc.Close()
+			<-s.slots
+			continue
+		}
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// track adds c to the connections Shutdown and Close reach; false once shutting down.
+func (s *Server) track(c *leanConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// stopAccepting marks the server shutting down; under mu, so that no track adds to wg
+// once Shutdown may be waiting on it.
+func (s *Server) stopAccepting() {
+	s.mu.Lock()
+	if !s.shutting.Swap(true) {
+		close(s.stop)
+	}
+	s.mu.Unlock()
+}
+
+// freeSlot ends a connection's hold on the connection cap.
+func (s *Server) freeSlot() { <-s.slots }
+
+func (s *Server) untrack(c *leanConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// wakeIdle makes every idle lean connection's wait end, so that it closes.
+func (s *Server) wakeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.idle.Load() {
+			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.errorLog != nil {
+		s.opts.errorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}

@@ -19,7 +19,7 @@ import (
 )
 
 // start serves h with opts on a free loopback port until the test ends.
-func start(t *testing.T, h http.Handler, opts ...Option) *Server {
+func start(t testing.TB, h http.Handler, opts ...Option) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

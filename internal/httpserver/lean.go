@@ -1,0 +1,422 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The lean HTTP/1.1 path (docs/overload.md, "The lean ingress path"). On a plain
+// listener, each connection is served by a loop that reads with a pooled buffer, which
+// it holds only while the connection has unprocessed bytes: an idle keep-alive
+// connection costs its goroutine and socket, not two 4 KiB buffers as with net/http, so
+// the bytes a request touches stay in cache however many connections are open. A
+// request the lean parser takes (a plain POST with a Content-Length whose head and body
+// fit the buffer: leanrequest.go) is served there, to the same http.Handler; at the first
+// one it does not take, the connection — the bytes read so far included — is handed to
+// net/http for the rest of its life, so every other request, error and limit is
+// net/http's. Deadlines are set only when a read or write must wait, not per request.
+
+// leanBufSize is the size of the pooled read buffers: a request's head must fit in one
+// for the lean path to serve it. A request whose body does not fit too, up to
+// leanMaxRequest bytes in all, gets a buffer of its size for itself. Small, because a
+// request waiting for room (the broker's admission queue) holds its buffer: 2,048
+// waiting hold 8 MiB.
+const (
+	leanBufSize    = 4 << 10
+	leanMaxRequest = 64 << 10
+)
+
+// leanConn is one connection on the lean path.
+type leanConn struct {
+	srv    *Server
+	nc     net.Conn
+	rc     syscall.RawConn
+	ctx    context.Context
+	remote string
+
+	buf      *[]byte // pooled; nil while no bytes are held
+	n        int     // bytes held in buf
+	head     leanHead
+	headLen  int // > 0: the head of the request in buf is parsed and lean
+	reqStart time.Time
+	rdl      time.Time // the read deadline set; zero: none
+	rdlIdle  bool      // rdl is an idle deadline
+
+	w       leanResponse
+	body    leanBody
+	scratch []byte
+	idle    atomic.Bool // waiting for a request with no bytes held (wakeIdle)
+}
+
+// leanBody is a request's body: the bytes in the connection's buffer.
+type leanBody struct{ bytes.Reader }
+
+func (*leanBody) Close() error { return nil }
+
+func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("httpserver: %T has no file descriptor", nc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	c := &leanConn{srv: s, nc: nc, rc: rc, ctx: s.base, remote: nc.RemoteAddr().String()}
+	c.w.header = make(http.Header)
+	return c, nil
+}
+
+// serve serves the connection until it closes or is handed to net/http.
+func (c *leanConn) serve() {
+	for {
+		for c.n > 0 {
+			total, lean, complete := c.next()
+			if !lean {
+				c.handoff()
+				return
+			}
+			if !complete {
+				break
+			}
+			if !c.serveOne(total) {
+				c.close()
+				return
+			}
+		}
+		if !c.read() {
+			c.close()
+			return
+		}
+	}
+}
+
+// next looks at the bytes held: the length of the first request, whether the lean path
+// takes it, and whether all of it is held.
+func (c *leanConn) next() (total int, lean, complete bool) {
+	b := (*c.buf)[:c.n]
+	if c.headLen == 0 {
+		i := bytes.Index(b, []byte("\r\n\r\n"))
+		if i < 0 {
+			return 0, c.n < min(c.srv.maxHead, leanBufSize) && !bareLF(b), false
+		}
+		if !parseLeanHead(b[:i+4], &c.head) || int64(i+4)+c.head.contentLen > leanMaxRequest {
+			return 0, false, false
+		}
+		c.headLen = i + 4
+	}
+	total = c.headLen + int(c.head.contentLen)
+	if total > len(b) && total > cap(b) {
+		nb := make([]byte, total)
+		copy(nb, b)
+		c.release()
+		c.buf = &nb
+	}
+	return total, true, c.n >= total
+}
+
+// bareLF reports whether b holds a LF without a CR before it: a head only net/http
+// parses (it may end with a bare blank line the lean path would not see).
+func bareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// serveOne serves the request of total bytes at the start of the buffer; false: close
+// the connection.
+func (c *leanConn) serveOne(total int) (ok bool) {
+	b := *c.buf
+	head := b[:c.headLen]
+	r := c.head.request(head, string(head), c.srv.canon).WithContext(c.ctx)
+	r.RemoteAddr = c.remote
+	c.body.Reset(b[c.headLen:total])
+	r.Body = &c.body
+	c.w.reset(c)
+	if !c.handle(r) {
+		return false
+	}
+	err := c.w.finish()
+	c.headLen, c.reqStart = 0, time.Time{}
+	c.n = copy(b, b[total:c.n])
+	if c.n == 0 {
+		c.release()
+	}
+	if cap(c.scratch) > leanBufSize || cap(c.w.out) > leanBufSize {
+		c.scratch, c.w.out = nil, nil
+	}
+	return err == nil && !c.w.close && !c.srv.shutting.Load()
+}
+
+// handle runs the handler; like net/http, it recovers a panic, logs it (unless it is
+// http.ErrAbortHandler) and closes the connection.
+func (c *leanConn) handle(r *http.Request) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				c.srv.logf("http: panic serving %v: %v\n%s", c.remote, p, debug.Stack())
+			}
+			ok = false
+		}
+	}()
+	c.srv.hs.Handler.ServeHTTP(&c.w, r)
+	return true
+}
+
+// read waits for and reads more bytes of the connection into its buffer, taking one
+// from the pool only once bytes are there. False: the connection is over (closed by the
+// client, timed out, failed, or the server is shutting down while it was idle).
+func (c *leanConn) read() bool {
+	for retried := false; ; retried = true {
+		var m int
+		var rerr error
+		called, stop := false, false
+		err := c.rc.Read(func(fd uintptr) bool {
+			called = true
+			if c.buf == nil {
+				c.buf = c.srv.bufs.Get().(*[]byte)
+			}
+			for {
+				m, rerr = syscall.Read(int(fd), (*c.buf)[c.n:])
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr != syscall.EAGAIN {
+				c.idle.Store(false)
+				return true
+			}
+			rerr = nil
+			if c.n > 0 {
+				c.setReadDeadline()
+				return false
+			}
+			// Idle: no buffer held, and Shutdown may wake the wait (wakeIdle). The flag
+			// goes up and the deadline is set before shutting is read, so either this
+			// sees shutting or wakeIdle's deadline comes after this one.
+			c.release()
+			c.idle.Store(true)
+			c.setReadDeadline()
+			if c.srv.shutting.Load() {
+				stop = true
+				return true
+			}
+			return false
+		})
+		switch {
+		case stop:
+			return false
+		case err != nil && !called && !retried && errors.Is(err, os.ErrDeadlineExceeded):
+			// A deadline set for an earlier wait has passed; this read has not waited yet.
+			if c.srv.shutting.Load() && c.n == 0 {
+				return false
+			}
+			c.setReadDeadline()
+			continue
+		case err != nil || rerr != nil || m <= 0:
+			return false
+		}
+		c.n += m
+		return true
+	}
+}
+
+// setReadDeadline sets the deadline of the wait ahead: the idle timeout between
+// requests (moved only when less than 7/8 of it is left, not at every request), the
+// header or read timeout from the start of a request.
+func (c *leanConn) setReadDeadline() {
+	now := time.Now()
+	o := &c.srv.opts
+	if c.n == 0 {
+		if c.rdlIdle && c.rdl.Sub(now) > o.idleTimeout*7/8 {
+			return
+		}
+		c.rdl, c.rdlIdle = now.Add(o.idleTimeout), true
+	} else {
+		if c.reqStart.IsZero() {
+			c.reqStart = now
+		}
+		d := o.readTimeout
+		if c.headLen == 0 {
+			d = min(d, o.readHeaderTimeout)
+		}
+		want := c.reqStart.Add(d)
+		if !c.rdlIdle && c.rdl.Equal(want) {
+			return
+		}
+		c.rdl, c.rdlIdle = want, false
+	}
+	_ = c.nc.SetReadDeadline(c.rdl)
+}
+
+// write writes p whole; a write that must wait has the write timeout to finish.
+func (c *leanConn) write(p []byte) error {
+	var werr error
+	set := false
+	err := c.rc.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			m, e := syscall.Write(int(fd), p)
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+				if !set {
+					_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.writeTimeout))
+					set = true
+				}
+				return false
+			case e != nil:
+				werr = e
+				return true
+			}
+			p = p[m:]
+		}
+		return true
+	})
+	if set {
+		_ = c.nc.SetWriteDeadline(time.Time{}) // an expired deadline would fail the next write
+	}
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+// release returns the buffer to the pool (one of a large request's own to the
+// collector) once no bytes are held in it.
+func (c *leanConn) release() {
+	putBuf(&c.srv.bufs, c.buf)
+	c.buf = nil
+}
+
+func putBuf(pool *sync.Pool, b *[]byte) {
+	if b != nil && cap(*b) == leanBufSize {
+		pool.Put(b)
+	}
+}
+
+func (c *leanConn) close() {
+	c.srv.untrack(c)
+	c.release()
+	_ = c.nc.Close()
+	c.srv.freeSlot()
+}
+
+// handoff gives the connection, with the bytes read and not served, to net/http.
+func (c *leanConn) handoff() {
+	c.srv.untrack(c)
+	_ = c.nc.SetDeadline(time.Time{})
+	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs, free: c.srv.freeSlot}
+	c.buf, c.n = nil, 0
+	if !c.srv.handoff.give(pc) {
+		_ = pc.Close()
+	}
+}
+
+// prefixConn is a connection handed to net/http: reads return the bytes the lean path
+// read first, then the socket's.
+type prefixConn struct {
+	net.Conn
+	mu   sync.Mutex
+	buf  *[]byte
+	data []byte
+	pool *sync.Pool
+	free func() // frees the connection's slot, at the first Close
+	once sync.Once
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	if len(p.data) > 0 {
+		n := copy(b, p.data)
+		p.data = p.data[n:]
+		if len(p.data) == 0 {
+			p.releaseLocked()
+		}
+		p.mu.Unlock()
+		return n, nil
+	}
+	p.mu.Unlock()
+	return p.Conn.Read(b)
+}
+
+func (p *prefixConn) Close() error {
+	p.mu.Lock()
+	p.data = nil
+	p.releaseLocked()
+	p.mu.Unlock()
+	err := p.Conn.Close()
+	p.once.Do(p.free)
+	return err
+}
+
+// CloseWrite lets net/http half-close before closing, as it does a *net.TCPConn, so
+// that a client still sending reads the answer rather than a reset.
+func (p *prefixConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (p *prefixConn) releaseLocked() {
+	putBuf(p.pool, p.buf)
+	p.buf = nil
+}
+
+// handoffListener is the listener net/http serves: it accepts the connections the lean
+// path hands over.
+type handoffListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// give hands c to net/http; false once the listener is closed.
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}

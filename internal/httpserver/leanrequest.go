@@ -1,0 +1,287 @@
+package httpserver
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The lean path's request parser. It understands the plainest HTTP/1.1 request — a POST
+// in origin form with one Content-Length, no Transfer-Encoding, Expect, Upgrade or
+// Connection option, header names that are tokens and values without control bytes —
+// and reports anything else as not lean, for net/http to serve (lean.go). It never
+// answers an error itself: a request it does not take is net/http's, byte for byte, so
+// that every error code and limit stays net/http's.
+
+// leanHead is a parsed request head. Spans are offsets into the head's bytes.
+type leanHead struct {
+	target     span // origin-form request target
+	host       span
+	hasHost    bool
+	contentLen int64
+	fields     []field // header fields other than Host, in order; reused between requests
+}
+
+type span struct{ start, end int }
+
+// field is one header line: its name and its value without surrounding whitespace.
+type field struct{ name, value span }
+
+// parseLeanHead parses head, the bytes of a request up to and including the blank line
+// that ends its headers, and reports whether the lean path takes the request.
+func parseLeanHead(head []byte, h *leanHead) bool {
+	h.target, h.host, h.hasHost, h.contentLen, h.fields = span{}, span{}, false, -1, h.fields[:0]
+	line, pos, ok := cutLine(head, 0)
+	if !ok {
+		return false
+	}
+	method, rest, ok := bytes.Cut(line, []byte{' '})
+	if !ok || string(method) != http.MethodPost {
+		return false
+	}
+	target, proto, ok := bytes.Cut(rest, []byte{' '})
+	if !ok || string(proto) != "HTTP/1.1" || !leanTarget(target) {
+		return false
+	}
+	h.target = span{len(method) + 1, len(method) + 1 + len(target)}
+	for {
+		start := pos
+		line, pos, ok = cutLine(head, pos)
+		if !ok {
+			return false
+		}
+		if len(line) == 0 {
+			return h.hasHost && h.contentLen >= 0
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 || !isToken(line[:colon]) {
+			return false
+		}
+		name := line[:colon]
+		vs, ve := colon+1, len(line)
+		for vs < ve && (line[vs] == ' ' || line[vs] == '\t') {
+			vs++
+		}
+		for ve > vs && (line[ve-1] == ' ' || line[ve-1] == '\t') {
+			ve--
+		}
+		value := line[vs:ve]
+		if !validValue(value) {
+			return false
+		}
+		f := field{name: span{start, start + colon}, value: span{start + vs, start + ve}}
+		switch {
+		case equalFold(name, "Host"):
+			if h.hasHost || !validHost(value) {
+				return false
+			}
+			h.host, h.hasHost = f.value, true
+			continue
+		case equalFold(name, "Content-Length"):
+			if h.contentLen >= 0 {
+				return false
+			}
+			if h.contentLen = parseLength(value); h.contentLen < 0 {
+				return false
+			}
+		case equalFold(name, "Transfer-Encoding"), equalFold(name, "Expect"), equalFold(name, "Upgrade"):
+			return false
+		case equalFold(name, "Connection"):
+			if !equalFold(value, "keep-alive") {
+				return false
+			}
+		}
+		h.fields = append(h.fields, f)
+	}
+}
+
+// request builds the *http.Request of a head parseLeanHead took: s is the head as a
+// string (one allocation; the target, host and every header value are substrings of it)
+// and canon the header-name table (canonicalNames).
+func (h *leanHead) request(head []byte, s string, canon map[string]string) *http.Request {
+	hdr := make(http.Header, len(h.fields))
+	vals := make([]string, len(h.fields))
+	for i, f := range h.fields {
+		name := head[f.name.start:f.name.end]
+		key, ok := canon[string(name)]
+		if !ok {
+			key = http.CanonicalHeaderKey(string(name))
+		}
+		vals[i] = s[f.value.start:f.value.end]
+		if vs, ok := hdr[key]; ok {
+			hdr[key] = append(vs, vals[i])
+		} else {
+			hdr[key] = vals[i : i+1 : i+1]
+		}
+	}
+	target := s[h.target.start:h.target.end]
+	u := &url.URL{Path: target}
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		u.Path, u.RawQuery = target[:i], target[i+1:]
+	}
+	return &http.Request{
+		Method:        http.MethodPost,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        hdr,
+		ContentLength: h.contentLen,
+		Host:          s[h.host.start:h.host.end],
+		RequestURI:    target,
+	}
+}
+
+// cutLine returns the bytes of b from pos to the next CRLF and the position after it;
+// ok is false without a CRLF, or with a CR or bare LF inside the line (net/http's to
+// judge).
+func cutLine(b []byte, pos int) (line []byte, next int, ok bool) {
+	i := bytes.IndexByte(b[pos:], '\n')
+	if i < 1 || b[pos+i-1] != '\r' {
+		return nil, 0, false
+	}
+	line = b[pos : pos+i-1]
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return nil, 0, false
+	}
+	return line, pos + i + 1, true
+}
+
+// leanTarget reports whether t is an origin-form target the lean path passes on as is:
+// a path of bytes a URL path never escapes (so that url.URL's Path is the target's, with
+// no RawPath), then optionally '?' and a query of visible ASCII. No percent-encoding or
+// fragment: those need net/http's URL parsing and its errors.
+func leanTarget(t []byte) bool {
+	if len(t) == 0 || t[0] != '/' {
+		return false
+	}
+	query := false
+	for _, c := range t {
+		switch {
+		case c <= ' ' || c >= 0x7f || c == '%' || c == '#':
+			return false
+		case c == '?':
+			query = true
+		case !query && !pathChars[c]:
+			return false
+		}
+	}
+	return true
+}
+
+// pathChars marks the bytes url.URL leaves as they are in a path.
+var pathChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "-_.~$&+,/:;=@" {
+		t[c] = true
+	}
+	return t
+}()
+
+// isToken reports whether b is a non-empty RFC 9110 token: a valid header name.
+func isToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c >= 0x80 || !tokenChars[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenChars marks the bytes allowed in a token.
+var tokenChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// validValue reports whether a header value holds only visible bytes, spaces and tabs.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost is a conservative check of a Host value: a non-empty name or address of
+// letters, digits and . - _ : [ ]. Anything else is net/http's to judge.
+func validHost(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for _, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '-', c == '_', c == ':', c == '[', c == ']':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// parseLength parses a Content-Length of at most 12 digits; -1 if it is not one.
+func parseLength(v []byte) int64 {
+	if len(v) == 0 || len(v) > 12 {
+		return -1
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// equalFold reports whether b equals the ASCII string s, ignoring case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c, d := b[i], s[i]
+		if c|0x20 != d|0x20 || (c|0x20 < 'a' || c|0x20 > 'z') && c != d {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalNames maps the spellings clients use of the common header names to their
+// canonical form, so that building a request's header allocates no key. Other names are
+// canonicalised with http.CanonicalHeaderKey.
+func canonicalNames() map[string]string {
+	names := []string{
+		"Accept", "Accept-Encoding", "Authorization", "Connection", "Content-Length",
+		"Content-Type", "User-Agent", "Traceparent", "Tracestate", "Baggage",
+		"Ce-Id", "Ce-Source", "Ce-Specversion", "Ce-Type", "Ce-Time", "Ce-Subject",
+		"Ce-Dataschema", "Ce-Partitionkey", "Ce-Knativearrivaltime", "X-Request-Id",
+	}
+	m := make(map[string]string, 3*len(names))
+	for _, n := range names {
+		m[n] = n
+		m[string(bytes.ToLower([]byte(n)))] = n
+		m[string(bytes.ToUpper([]byte(n)))] = n
+	}
+	return m
+}
