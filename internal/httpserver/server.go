@@ -146,8 +146,8 @@ type Server struct {
 	canon    map[string]string
 	date     dateCache
 	maxHead  int
-	slots    chan struct{} // one per connection served, lean or handed off: the cap
-	stop     chan struct{} // closed when shutting down
+	slots    chan struct{}   // one per connection served, lean or handed off: the cap
+	stop     chan struct{}   // closed when shutting down
 	base     context.Context // of every lean request; cancelled by Close
 	cancel   context.CancelFunc
 	shutting atomic.Bool
