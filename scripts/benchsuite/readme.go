@@ -11,12 +11,13 @@ import (
 // writeREADME renders r into the benchmarks README.
 func writeREADME(name string, r *results) error {
 	t, err := template.New("readme").Funcs(template.FuncMap{
-		"f0":  func(v float64) string { return fmt.Sprintf("%.0f", v) },
-		"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
-		"f2":  func(v float64) string { return fmt.Sprintf("%.2f", v) },
-		"pct": func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
-		"mib": func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/mib) },
-		"dur": func(d time.Duration) string { return d.String() },
+		"f0":      func(v float64) string { return fmt.Sprintf("%.0f", v) },
+		"backlog": func() int { return overloadBacklog },
+		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+		"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
+		"pct":     func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
+		"mib":     func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/mib) },
+		"dur":     func(d time.Duration) string { return d.String() },
 		"ratio": func(a, b float64) string {
 			if b == 0 {
 				return "—"
@@ -103,7 +104,7 @@ its VmHWM at the end of the scenario.
 {{if .Pinned}}
 Pinned layout: each broker on CPU 1 alone (` + "`taskset -c 1`" + `), the generator and receiver on CPU 0.
 {{end}}
-Each run starts a fresh broker with ` + "`--max-backlog 20000`" + ` (see [overload.md](../overload.md)) and one
+Each run starts a fresh broker with ` + "`--max-backlog {{backlog}}`" + ` (see [overload.md](../overload.md)) and one
 trigger. After a priming run, a **capacity step** sends a constant rate well above what the
 channel takes (1.5 × the larger of its ramp's and the memory channel's sustained rate) over
 256 connections for {{dur .Plan.Capacity}} and records the mean delivery rate of its last seconds: what
