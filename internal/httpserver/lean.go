@@ -116,7 +116,7 @@ func (c *leanConn) next() (total int, lean, complete bool) {
 		c.headLen = i + 4
 	}
 	total = c.headLen + int(c.head.contentLen)
-	if total > len(b) && total > cap(b) {
+	if total > cap(b) {
 		nb := make([]byte, total)
 		copy(nb, b)
 		c.release()
@@ -143,7 +143,7 @@ func bareLF(b []byte) bool {
 
 // serveOne serves the request of total bytes at the start of the buffer; false: close
 // the connection.
-func (c *leanConn) serveOne(total int) (ok bool) {
+func (c *leanConn) serveOne(total int) bool {
 	b := *c.buf
 	head := b[:c.headLen]
 	r := c.head.request(head, string(head), c.srv.canon).WithContext(c.ctx)
@@ -155,6 +155,7 @@ func (c *leanConn) serveOne(total int) (ok bool) {
 		return false
 	}
 	err := c.w.finish()
+	c.body.Reset(nil)
 	c.headLen, c.reqStart = 0, time.Time{}
 	c.n = copy(b, b[total:c.n])
 	if c.n == 0 {

@@ -32,9 +32,10 @@ func (w *leanResponse) reset(c *leanConn) {
 // Header is the header the response will send.
 func (w *leanResponse) Header() http.Header { return w.header }
 
-// WriteHeader sets the status; only the first call counts, as with net/http.
+// WriteHeader sets the status; only the first call counts, as with net/http. An
+// informational status (1xx) is not sent: the lean path has no interim responses.
 func (w *leanResponse) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
 }
@@ -144,6 +145,10 @@ func (w *leanResponse) appendHead(b, body []byte, complete bool) []byte {
 		for _, v := range vs {
 			b = appendField(b, k, v)
 		}
+	}
+	if !w.close && w.c.srv.shutting.Load() { // as net/http does once shutting down
+		w.close = true
+		b = append(b, "Connection: close\r\n"...)
 	}
 	if _, ok := w.header["Date"]; !ok {
 		b = append(b, "Date: "...)
