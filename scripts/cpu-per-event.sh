@@ -10,6 +10,7 @@
 #   SLUICE=/tmp/old/sluice scripts/cpu-per-event.sh sluice 5000 8   # another build
 #   TRIGGERS=10 scripts/cpu-per-event.sh sluice 2000 8              # 10 matching triggers
 #   BATCH=10 scripts/cpu-per-event.sh sluice 8000 8                 # batched delivery, up to 10 per POST (5 ms wait)
+#   SERVEFLAGS=--lean-http1=false scripts/cpu-per-event.sh sluice 5000 8   # extra flags for sluice serve
 set -euo pipefail
 what=${1:?sluice or nginx}; rate=${2:?events/s}; secs=${3:-8}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +36,7 @@ sluice)
 			printf 'spec:\n  broker: b\n  filter: {attributes: {type: io.triggermesh.perf.drill}}\n  subscriber: {uri: "http://127.0.0.1:%d/"}\n' $rport
 		done
 	} >"$dir/config.yaml"
-	taskset -c 1 "$bin" serve --config "$dir/config.yaml" --addr 127.0.0.1:$pport --log-level warn >"$dir/serve.log" 2>&1 &
+	taskset -c 1 "$bin" serve --config "$dir/config.yaml" --addr 127.0.0.1:$pport --log-level warn ${SERVEFLAGS:-} >"$dir/serve.log" 2>&1 &
 	pid=$!; target=http://127.0.0.1:$pport/bench/b ;;
 nginx)
 	mkdir -p "$dir/tmp"
