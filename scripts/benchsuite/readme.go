@@ -153,8 +153,9 @@ failed).
 Not run: {{.NotRun}}
 {{else}}
 {{.Nginx}}, one process (` + "`master_process off`" + `), keep-alive upstream to the same in-process
-receiver, against a fresh memory broker with one trigger; the same load at each rate, one
-after the other. nginx sustained {{f0 .NginxSustained}} ev/s (its own ramp). CPU per event is
+receiver, against a fresh memory broker with one trigger; the same load at each rate, in
+the order nginx, Sluice, Sluice, nginx (a drift of the shared machine's load over the four
+weighs on both alike), each side's CPU summed over its two runs. nginx sustained {{f0 .NginxSustained}} ev/s (its own ramp). CPU per event is
 the process's user+system time over the run divided by the events it accepted.
 {{if .Error}}
 Error: {{.Error}}

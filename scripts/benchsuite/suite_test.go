@@ -574,3 +574,17 @@ func TestBatchRowSustained(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeSteps(t *testing.T) {
+	m := mergeSteps([]stepResult{
+		{Accepted: 1000, CPUSeconds: 0.05, Success: 1, Lost: 0, Rate: 5000},
+		{Accepted: 3000, CPUSeconds: 0.03, Success: 0.99, Lost: 2, Rate: 4000},
+	})
+	// 0.08 s over 4,000 events: 20 µs, not the mean of 50 and 10 µs.
+	if m.CPUPerEventUS < 19.99 || m.CPUPerEventUS > 20.01 || m.Accepted != 4000 || m.Success != 0.99 || m.Lost != 2 || m.Rate != 4500 {
+		t.Errorf("mergeSteps = %+v; want 20 µs/event over 4000 accepted, success 0.99, 2 lost, rate 4500", m)
+	}
+	if got := len(floorOrder); got != 4 || floorOrder[0] != floorOrder[3] || floorOrder[1] != floorOrder[2] || floorOrder[0] == floorOrder[1] {
+		t.Errorf("floorOrder = %v; want ABBA", floorOrder)
+	}
+}
