@@ -286,3 +286,28 @@ func TestLeanIdleTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestLeanShutdownBeforeServe: Serve after Shutdown returns http.ErrServerClosed at once.
+func TestLeanShutdownBeforeServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ln, echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve after Shutdown: %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve after Shutdown did not return")
+	}
+}

@@ -286,7 +286,13 @@ func (s *Server) initLean(ln net.Listener) {
 
 // serveLean accepts connections for the lean path; net/http serves those handed off.
 func (s *Server) serveLean() error {
+	s.mu.Lock() // as in track: no Add once Shutdown may be waiting
+	if s.shutting.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		_ = s.hs.Serve(s.handoff) // ends with Shutdown or Close
