@@ -173,14 +173,7 @@ func TestLeanShutdown(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ln, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, h)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve() }()
 	idle := dialDo(t, s.Addr().String(), post) // served, then idle
@@ -289,14 +282,7 @@ func TestLeanIdleTimeout(t *testing.T) {
 
 // TestLeanShutdownBeforeServe: Serve after Shutdown returns http.ErrServerClosed at once.
 func TestLeanShutdownBeforeServe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ln, echo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, echo)
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}

@@ -171,18 +171,21 @@ func leanTarget(t []byte) bool {
 }
 
 // pathChars marks the bytes url.URL leaves as they are in a path.
-var pathChars = func() (t [128]bool) {
+var pathChars = alnumAnd("-_.~$&+,/:;=@")
+
+// alnumAnd is the set of ASCII letters and digits and the bytes of extra.
+func alnumAnd(extra string) (t [128]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
 	for c := 'a'; c <= 'z'; c++ {
 		t[c], t[c-'a'+'A'] = true, true
 	}
-	for _, c := range "-_.~$&+,/:;=@" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
 
 // isToken reports whether b is a non-empty RFC 9110 token: a valid header name.
 func isToken(b []byte) bool {
@@ -198,18 +201,7 @@ func isToken(b []byte) bool {
 }
 
 // tokenChars marks the bytes allowed in a token.
-var tokenChars = func() (t [128]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
+var tokenChars = alnumAnd("!#$%&'*+-.^_`|~")
 
 // validValue reports whether a header value holds only visible bytes, spaces and tabs.
 func validValue(v []byte) bool {

@@ -18,18 +18,25 @@ import (
 	"github.com/sluice-broker/sluice/internal/tlsfiles/tlstest"
 )
 
-// start serves h with opts on a free loopback port until the test ends.
-func start(t testing.TB, h http.Handler, opts ...Option) *Server {
+// newServer returns a server of h on a free loopback port, not serving yet.
+func newServer(t testing.TB, h http.Handler, opts ...Option) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ln, h, append([]Option{WithErrorLog(log.New(io.Discard, "", 0))}, opts...)...)
+	s, err := New(ln, h, opts...)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
+	return s
+}
+
+// start serves h with opts on a free loopback port until the test ends.
+func start(t testing.TB, h http.Handler, opts ...Option) *Server {
+	t.Helper()
+	s := newServer(t, h, append([]Option{WithErrorLog(log.New(io.Discard, "", 0))}, opts...)...)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
 	t.Cleanup(func() {
