@@ -317,15 +317,14 @@ func putBuf(pool *sync.Pool, b *[]byte) {
 func (c *leanConn) close() {
 	c.srv.untrack(c)
 	c.release()
-	_ = c.nc.Close()
-	c.srv.freeSlot()
+	_ = c.nc.Close() // frees its slot (limitListener)
 }
 
 // handoff gives the connection, with the bytes read and not served, to net/http.
 func (c *leanConn) handoff() {
 	c.srv.untrack(c)
 	_ = c.nc.SetDeadline(time.Time{})
-	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs, free: c.srv.freeSlot}
+	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs}
 	c.buf, c.n = nil, 0
 	if !c.srv.handoff.give(pc) {
 		_ = pc.Close()
@@ -340,8 +339,6 @@ type prefixConn struct {
 	buf  *[]byte
 	data []byte
 	pool *sync.Pool
-	free func() // frees the connection's slot, at the first Close
-	once sync.Once
 }
 
 func (p *prefixConn) Read(b []byte) (int, error) {
@@ -364,9 +361,7 @@ func (p *prefixConn) Close() error {
 	p.data = nil
 	p.releaseLocked()
 	p.mu.Unlock()
-	err := p.Conn.Close()
-	p.once.Do(p.free)
-	return err
+	return p.Conn.Close()
 }
 
 // CloseWrite lets net/http half-close before closing, as it does a *net.TCPConn, so

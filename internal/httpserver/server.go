@@ -24,8 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/sluice-broker/sluice/internal/tlsfiles"
 )
 
@@ -146,8 +144,6 @@ type Server struct {
 	canon    map[string]string
 	date     dateCache
 	maxHead  int
-	slots    chan struct{}   // one per connection served, lean or handed off: the cap
-	stop     chan struct{}   // closed when shutting down
 	base     context.Context // of every lean request; cancelled by Close
 	cancel   context.CancelFunc
 	shutting atomic.Bool
@@ -166,7 +162,7 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{ln: netutil.LimitListener(ln, o.maxConns), opts: o}
+	s := &Server{ln: newLimitListener(ln, o.maxConns), opts: o}
 	s.hs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: o.readHeaderTimeout,
@@ -273,9 +269,6 @@ func (s *Server) Close() error {
 
 func (s *Server) initLean(ln net.Listener) {
 	s.lean = true
-	s.ln = ln // the connection cap is slots: the lean path needs the *net.TCPConn
-	s.slots = make(chan struct{}, s.opts.maxConns)
-	s.stop = make(chan struct{})
 	s.handoff = newHandoffListener(s.ln.Addr())
 	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
 	s.canon = canonicalNames()
@@ -299,14 +292,8 @@ func (s *Server) serveLean() error {
 	}()
 	var backoff time.Duration
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-s.stop:
-			return http.ErrServerClosed
-		}
-		nc, err := s.ln.Accept()
+		nc, err := s.ln.Accept() // waits for a free slot too (limitListener)
 		if err != nil {
-			<-s.slots
 			if s.shutting.Load() {
 				return http.ErrServerClosed
 			}
@@ -325,12 +312,10 @@ func (s *Server) serveLean() error {
 		if err != nil {
 			s.logf("http: %v", err)
 			_ = nc.Close()
-			<-s.slots
 			continue
 		}
 		if !s.track(c) {
 			_ = nc.Close()
-			<-s.slots
 			continue
 		}
 		go func() {
@@ -356,14 +341,9 @@ func (s *Server) track(c *leanConn) bool {
 // once Shutdown may be waiting on it.
 func (s *Server) stopAccepting() {
 	s.mu.Lock()
-	if !s.shutting.Swap(true) {
-		close(s.stop)
-	}
+	s.shutting.Store(true)
 	s.mu.Unlock()
 }
-
-// freeSlot ends a connection's hold on the connection cap.
-func (s *Server) freeSlot() { <-s.slots }
 
 func (s *Server) untrack(c *leanConn) {
 	s.mu.Lock()
