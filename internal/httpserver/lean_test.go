@@ -19,7 +19,8 @@ import (
 // echo answers what it was asked, so that two servers can be compared: the method, the
 // target, the host, every header, a hash of the body. Some paths answer otherwise:
 // /flush flushes a response with a Content-Length, /chunk flushes one without (chunked),
-// /status/N answers N with a body, /panic panics, /close asks for Connection: close.
+// /status/N answers N with a body, /big writes 200 KiB without a Content-Length, /panic
+// panics, /close asks for Connection: close.
 var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -53,6 +54,10 @@ var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/status/"), &code)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, b.String(), code)
+	case r.URL.Path == "/big": // more than the writers buffer: streamed, chunked
+		for range 200 {
+			io.WriteString(w, strings.Repeat("b", 1023)+"\n")
+		}
 	case r.URL.Path == "/panic":
 		panic("test panic")
 	case r.URL.Path == "/close":
@@ -136,6 +141,7 @@ func TestLeanAnswersAsNetHTTP(t *testing.T) {
 		{"not HTTP", "HELLO\r\n\r\n"},
 		{"flushed with a Content-Length", "POST /flush HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},
 		{"flushed without one (chunked)", "POST /chunk HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},
+		{"a large body without Content-Length", "POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},
 		{"error with a body", "POST /status/413 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"},
 		{"no body allowed", "POST /status/204 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},
 		{"handler panics", "POST /panic HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},

@@ -58,13 +58,25 @@ func (w *leanResponse) Write(p []byte) (int, error) {
 			w.out = append(w.out, p...)
 			w.out = append(w.out, "\r\n"...)
 		}
-		return len(p), nil
+		return len(p), w.bound()
 	}
 	if w.body < 0 && !w.sent {
 		w.body = len(w.out)
 	}
 	w.out = append(w.out, p...)
-	return len(p), nil
+	return len(p), w.bound()
+}
+
+// leanFlushAt bounds what a response holds unsent: beyond it the response is flushed
+// (chunked without a Content-Length), as net/http's writer does past its buffer.
+const leanFlushAt = 64 << 10
+
+// bound flushes the response once it holds more than leanFlushAt unsent bytes.
+func (w *leanResponse) bound() error {
+	if len(w.out) <= leanFlushAt {
+		return nil
+	}
+	return w.FlushError()
 }
 
 // Flush sends the head and the body so far.
