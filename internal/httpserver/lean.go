@@ -108,7 +108,7 @@ func (c *leanConn) next() (total int, lean, complete bool) {
 	if c.headLen == 0 {
 		i := bytes.Index(b, []byte("\r\n\r\n"))
 		if i < 0 {
-			return 0, c.n < min(c.srv.maxHead, leanBufSize) && !bareLF(b), false
+			return 0, c.n < min(c.srv.opts.maxHeaderBytes, leanBufSize) && !bareLF(b), false
 		}
 		if !parseLeanHead(b[:i+4], &c.head) || int64(i+4)+c.head.contentLen > leanMaxRequest {
 			return 0, false, false
@@ -366,12 +366,7 @@ func (p *prefixConn) Close() error {
 
 // CloseWrite lets net/http half-close before closing, as it does a *net.TCPConn, so
 // that a client still sending reads the answer rather than a reset.
-func (p *prefixConn) CloseWrite() error {
-	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
+func (p *prefixConn) CloseWrite() error { return closeWrite(p.Conn) }
 
 func (p *prefixConn) releaseLocked() {
 	putBuf(p.pool, p.buf)

@@ -220,15 +220,15 @@ func validHost(v []byte) bool {
 		return false
 	}
 	for _, c := range v {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '-', c == '_', c == ':', c == '[', c == ']':
-		default:
+		if c >= 0x80 || !hostChars[c] {
 			return false
 		}
 	}
 	return true
 }
+
+// hostChars marks the bytes validHost takes.
+var hostChars = alnumAnd(".-_:[]")
 
 // parseLength parses a Content-Length of at most 12 digits; -1 if it is not one.
 func parseLength(v []byte) int64 {

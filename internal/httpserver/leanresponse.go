@@ -16,8 +16,7 @@ type leanResponse struct {
 	c       *leanConn
 	header  http.Header
 	status  int
-	out     []byte // what is not sent yet: the head once written, then body bytes
-	body    int    // offset in out where the body starts, -1 before the head is written
+	out     []byte // what is not sent yet: the body so far until the head is sent, then head and body
 	sent    bool   // the head went out (Flush): the rest is chunked or Content-Length bound
 	chunked bool
 	close   bool // the handler asked for Connection: close
@@ -26,7 +25,7 @@ type leanResponse struct {
 
 func (w *leanResponse) reset(c *leanConn) {
 	clear(w.header)
-	w.c, w.status, w.out, w.body, w.sent, w.chunked, w.close, w.err = c, 0, w.out[:0], -1, false, false, false, nil
+	w.c, w.status, w.out, w.sent, w.chunked, w.close, w.err = c, 0, w.out[:0], false, false, false, nil
 }
 
 // Header is the header the response will send.
@@ -52,16 +51,8 @@ func (w *leanResponse) Write(p []byte) (int, error) {
 		return 0, http.ErrBodyNotAllowed
 	}
 	if w.sent && w.chunked {
-		if len(p) > 0 {
-			w.out = strconv.AppendInt(w.out, int64(len(p)), 16)
-			w.out = append(w.out, "\r\n"...)
-			w.out = append(w.out, p...)
-			w.out = append(w.out, "\r\n"...)
-		}
+		w.out = appendChunk(w.out, p)
 		return len(p), w.bound()
-	}
-	if w.body < 0 && !w.sent {
-		w.body = len(w.out)
 	}
 	w.out = append(w.out, p...)
 	return len(p), w.bound()
@@ -108,19 +99,28 @@ func (w *leanResponse) sendHead(complete bool) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	body := w.bodyBytes()
+	body := w.out // nothing is sent yet: out is the body so far
 	w.chunked = !complete && bodyAllowed(w.status) && w.header.Get("Content-Length") == ""
 	msg := w.appendHead(w.c.scratch[:0], body, complete)
-	if w.chunked && len(body) > 0 {
-		msg = strconv.AppendInt(msg, int64(len(body)), 16)
-		msg = append(msg, "\r\n"...)
-		msg = append(msg, body...)
-		msg = append(msg, "\r\n"...)
+	if w.chunked {
+		msg = appendChunk(msg, body)
 	} else {
 		msg = append(msg, body...)
 	}
 	w.c.scratch, w.out = w.out[:0], msg // the two buffers take turns
 	w.sent = true
+}
+
+// appendChunk appends p to dst as one chunk of chunked encoding; nothing when p is empty
+// (an empty chunk would end the body).
+func appendChunk(dst, p []byte) []byte {
+	if len(p) == 0 {
+		return dst
+	}
+	dst = strconv.AppendInt(dst, int64(len(p)), 16)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, p...)
+	return append(dst, "\r\n"...)
 }
 
 // send writes out and empties it.
@@ -130,13 +130,6 @@ func (w *leanResponse) send() error {
 	}
 	w.out = w.out[:0]
 	return w.err
-}
-
-func (w *leanResponse) bodyBytes() []byte {
-	if w.body < 0 || w.sent {
-		return nil
-	}
-	return w.out[w.body:]
 }
 
 // appendHead appends the status line and header fields to b, as net/http writes them:

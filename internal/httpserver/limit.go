@@ -59,8 +59,12 @@ func (c *slotConn) Close() error {
 }
 
 // CloseWrite half-closes the socket when it can.
-func (c *slotConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+func (c *slotConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// closeWrite half-closes c if it can (a *net.TCPConn, or a wrapper of one that says so);
+// net/http looks for CloseWrite on the connections it serves.
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil

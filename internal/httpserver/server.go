@@ -143,7 +143,6 @@ type Server struct {
 	bufs     sync.Pool        // of *[]byte, leanBufSize
 	canon    map[string]string
 	date     dateCache
-	maxHead  int
 	base     context.Context // of every lean request; cancelled by Close
 	cancel   context.CancelFunc
 	shutting atomic.Bool
@@ -272,7 +271,6 @@ func (s *Server) initLean(ln net.Listener) {
 	s.handoff = newHandoffListener(s.ln.Addr())
 	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
 	s.canon = canonicalNames()
-	s.maxHead = s.opts.maxHeaderBytes
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.conns = map[*leanConn]struct{}{}
 }
