@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -41,7 +40,6 @@ type leanConn struct {
 	srv    *Server
 	nc     net.Conn
 	rc     syscall.RawConn
-	ctx    context.Context
 	remote string
 
 	buf      *[]byte // pooled; nil while no bytes are held
@@ -72,7 +70,7 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &leanConn{srv: s, nc: nc, rc: rc, ctx: s.base, remote: nc.RemoteAddr().String()}
+	c := &leanConn{srv: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String()}
 	c.w.header = make(http.Header)
 	return c, nil
 }
@@ -146,7 +144,7 @@ func bareLF(b []byte) bool {
 func (c *leanConn) serveOne(total int) bool {
 	b := *c.buf
 	head := b[:c.headLen]
-	r := c.head.request(head, string(head), c.srv.canon).WithContext(c.ctx)
+	r := c.head.request(c.srv.blank, head, string(head), c.srv.canon)
 	r.RemoteAddr = c.remote
 	c.body.Reset(b[c.headLen:total])
 	r.Body = &c.body

@@ -96,10 +96,11 @@ func parseLeanHead(head []byte, h *leanHead) bool {
 	}
 }
 
-// request builds the *http.Request of a head parseLeanHead took: s is the head as a
-// string (one allocation; the target, host and every header value are substrings of it)
-// and canon the header-name table (canonicalNames).
-func (h *leanHead) request(head []byte, s string, canon map[string]string) *http.Request {
+// request builds the *http.Request of a head parseLeanHead took, as a copy of blank
+// (which carries the context): s is the head as a string (one allocation; the target,
+// host and every header value are substrings of it) and canon the header-name table
+// (canonicalNames).
+func (h *leanHead) request(blank *http.Request, head []byte, s string, canon map[string]string) *http.Request {
 	hdr := make(http.Header, len(h.fields))
 	vals := make([]string, len(h.fields))
 	for i, f := range h.fields {
@@ -120,17 +121,16 @@ func (h *leanHead) request(head []byte, s string, canon map[string]string) *http
 	if i := strings.IndexByte(target, '?'); i >= 0 {
 		u.Path, u.RawQuery = target[:i], target[i+1:]
 	}
-	return &http.Request{
-		Method:        http.MethodPost,
-		URL:           u,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        hdr,
-		ContentLength: h.contentLen,
-		Host:          s[h.host.start:h.host.end],
-		RequestURI:    target,
-	}
+	r := new(http.Request)
+	*r = *blank // its context: http.Request has no other way to set one without a copy
+	r.Method = http.MethodPost
+	r.URL = u
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	r.Header = hdr
+	r.ContentLength = h.contentLen
+	r.Host = s[h.host.start:h.host.end]
+	r.RequestURI = target
+	return r
 }
 
 // cutLine returns the bytes of b from pos to the next CRLF and the position after it;

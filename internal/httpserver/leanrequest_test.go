@@ -22,6 +22,7 @@ func FuzzLeanHead(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	canon := canonicalNames()
+	blank := (&http.Request{}).WithContext(f.Context())
 	f.Fuzz(func(t *testing.T, head []byte) {
 		i := bytes.Index(head, []byte("\r\n\r\n"))
 		if i < 0 {
@@ -32,7 +33,7 @@ func FuzzLeanHead(f *testing.F) {
 		if !parseLeanHead(head, &h) {
 			return
 		}
-		got := h.request(head, string(head), canon)
+		got := h.request(blank, head, string(head), canon)
 		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 		if err != nil {
 			t.Fatalf("lean path took %q; net/http refuses it: %v", head, err)

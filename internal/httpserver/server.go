@@ -138,12 +138,14 @@ type Server struct {
 	opts options
 
 	// The lean path (lean.go), on a plain listener unless WithLeanHTTP1(false).
-	lean     bool
-	handoff  *handoffListener // net/http serves the connections handed to it
-	bufs     sync.Pool        // of *[]byte, leanBufSize
-	canon    map[string]string
-	date     dateCache
-	base     context.Context // of every lean request; cancelled by Close
+	lean    bool
+	handoff *handoffListener // net/http serves the connections handed to it
+	bufs    sync.Pool        // of *[]byte, leanBufSize
+	canon   map[string]string
+	date    dateCache
+	// blank is an empty request but for its context (cancelled by Close): each lean
+	// request starts as a copy of it, one allocation where WithContext makes two.
+	blank    *http.Request
 	cancel   context.CancelFunc
 	shutting atomic.Bool
 	mu       sync.Mutex
@@ -271,7 +273,9 @@ func (s *Server) initLean(ln net.Listener) {
 	s.handoff = newHandoffListener(s.ln.Addr())
 	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
 	s.canon = canonicalNames()
-	s.base, s.cancel = context.WithCancel(context.Background())
+	var base context.Context
+	base, s.cancel = context.WithCancel(context.Background())
+	s.blank = (&http.Request{}).WithContext(base)
 	s.conns = map[*leanConn]struct{}{}
 }
 
