@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -54,6 +55,9 @@ type leanConn struct {
 	body    leanBody
 	scratch []byte
 	idle    atomic.Bool // waiting for a request with no bytes held (wakeIdle)
+
+	blank  *http.Request // the server's, or one carrying WithConnContext's context
+	onIdle func()        // WithConnContext's; nil without
 }
 
 // leanBody is a request's body: the bytes in the connection's buffer.
@@ -70,7 +74,12 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &leanConn{srv: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String()}
+	c := &leanConn{srv: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String(), blank: s.blank}
+	if f := s.opts.connContext; f != nil {
+		var ctx context.Context
+		ctx, c.onIdle = f(s.blank.Context())
+		c.blank = s.blank.WithContext(ctx)
+	}
 	c.w.header = make(http.Header)
 	return c, nil
 }
@@ -144,7 +153,7 @@ func bareLF(b []byte) bool {
 func (c *leanConn) serveOne(total int) bool {
 	b := *c.buf
 	head := b[:c.headLen]
-	r := c.head.request(c.srv.blank, head, string(head), c.srv.canon)
+	r := c.head.request(c.blank, head, string(head), c.srv.canon)
 	r.RemoteAddr = c.remote
 	c.body.Reset(b[c.headLen:total])
 	r.Body = &c.body
@@ -212,6 +221,7 @@ func (c *leanConn) read() bool {
 			// goes up and the deadline is set before shutting is read, so either this
 			// sees shutting or wakeIdle's deadline comes after this one.
 			c.release()
+			c.idled()
 			c.idle.Store(true)
 			c.setReadDeadline()
 			if c.srv.shutting.Load() {
@@ -314,13 +324,22 @@ func putBuf(pool *sync.Pool, b *[]byte) {
 
 func (c *leanConn) close() {
 	c.srv.untrack(c)
+	c.idled()
 	c.release()
 	_ = c.nc.Close() // frees its slot (limitListener)
+}
+
+// idled calls WithConnContext's function, if any.
+func (c *leanConn) idled() {
+	if c.onIdle != nil {
+		c.onIdle()
+	}
 }
 
 // handoff gives the connection, with the bytes read and not served, to net/http.
 func (c *leanConn) handoff() {
 	c.srv.untrack(c)
+	c.idled()
 	_ = c.nc.SetDeadline(time.Time{})
 	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs}
 	c.buf, c.n = nil, 0

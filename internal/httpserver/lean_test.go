@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -293,5 +294,104 @@ func TestLeanShutdownBeforeServe(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve after Shutdown did not return")
+	}
+}
+
+// TestLeanConnContext: each lean connection's requests carry the context
+// WithConnContext gave that connection, and its function is called when the connection
+// waits for a request with nothing read, when it is handed to net/http and when it
+// closes; not between requests read together.
+func TestLeanConnContext(t *testing.T) {
+	type connKey struct{}
+	var mu sync.Mutex
+	idles := map[int]int{} // connection number → calls of its function
+	conns := 0
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := r.Context().Value(connKey{}).(int)
+		mu.Lock()
+		calls := idles[n]
+		mu.Unlock()
+		fmt.Fprintf(w, "%d %d", n, calls)
+	})
+	s := start(t, h, WithConnContext(func(ctx context.Context) (context.Context, func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns++
+		n := conns
+		return context.WithValue(ctx, connKey{}, n), func() {
+			mu.Lock()
+			idles[n]++
+			mu.Unlock()
+		}
+	}))
+	calls := func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return idles[n]
+	}
+	type conn struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	dial := func() conn {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return conn{c, bufio.NewReader(c)}
+	}
+	// answers writes raw on c and returns the bodies of the first n answers: the
+	// connection's number and the calls of its function when each was served.
+	answers := func(c conn, raw string, n int) (conn int, calls []int) {
+		t.Helper()
+		io.WriteString(c.c, raw)
+		for range n {
+			resp, err := http.ReadResponse(c.br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k, m int
+			if _, err := fmt.Fscanf(resp.Body, "%d %d", &k, &m); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			conn, calls = k, append(calls, m)
+		}
+		return conn, calls
+	}
+	c1, c2 := dial(), dial()
+	n1, got := answers(c1, post+post, 2) // read together: no wait between them
+	if n1 == 0 || got[0] != got[1] {
+		t.Fatalf("connection 1, two requests written at once: connection %d, calls %v; want a connection value and no call between", n1, got)
+	}
+	n2, _ := answers(c2, post, 1)
+	if n2 == 0 || n2 == n1 {
+		t.Fatalf("connection 2's value %d, connection 1's %d: want distinct", n2, n1)
+	}
+	// Connection 1 then waits for a request with nothing read.
+	waitFor(t, func() bool { return calls(n1) > got[1] })
+	if n, again := answers(c1, post, 1); n != n1 || again[0] <= got[1] {
+		t.Errorf("connection 1 after waiting: connection %d, calls %v; want %d, more than %d", n, again, n1, got[1])
+	}
+	// Handed to net/http (a GET): called, and net/http's requests carry no such value.
+	before := calls(n2)
+	if n, _ := answers(c2, "GET / HTTP/1.1\r\nHost: h\r\n\r\n", 1); n != 0 {
+		t.Errorf("a GET served by net/http carries connection value %d, want none", n)
+	}
+	waitFor(t, func() bool { return calls(n2) > before })
+	// Closed: called.
+	before = calls(n1)
+	c1.c.Close()
+	waitFor(t, func() bool { return calls(n1) > before })
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
 	}
 }

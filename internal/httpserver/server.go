@@ -47,6 +47,7 @@ type options struct {
 	requireClientCert                                         bool
 	lean                                                      bool
 	errorLog                                                  *log.Logger
+	connContext                                               func(context.Context) (context.Context, func())
 }
 
 // WithReadHeaderTimeout bounds the TLS handshake and the reading of a request's headers.
@@ -94,6 +95,17 @@ func WithClientCA(file string, require bool) Option {
 // plain POSTs are served by a leaner loop than net/http's, to the same handler, and
 // everything else by net/http. Without TLS only. Default on.
 func WithLeanHTTP1(on bool) Option { return func(o *options) { o.lean = on } }
+
+// WithConnContext sets f, called once for each connection the lean path serves with the
+// server's context: the context f returns is the one that connection's requests carry,
+// and the function (if not nil) is called on the connection's goroutine whenever it is
+// about to wait for the client's next request with nothing read, and when the lean path
+// lets go of it (closed, or handed to net/http). A handler keeps per-connection state
+// there (the broker: a turn in its admission queue taken for the next request). Not
+// called for connections net/http serves. Default: none.
+func WithConnContext(f func(context.Context) (context.Context, func())) Option {
+	return func(o *options) { o.connContext = f }
+}
 
 // WithErrorLog sets the logger of the server's connection errors (TLS handshake
 // failures, timeouts). Default: the log package's standard logger.
