@@ -71,17 +71,36 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
 		return
 	}
-	if b.admitq.busy() || !s.admits(b, r.ContentLength) {
+	turn, late := connTurnOf(r), false // nil unless the lean path serves the connection (connturn.go)
+	if turn != nil {
+		late, turn.late = turn.late, false
+	}
+	// pending is what the request counts against the broker's room while it is stored
+	// (admitqueue.go), given back once it is (or fails to be); -1: nothing.
+	pending := int64(-1)
+	defer func() {
+		if pending >= 0 {
+			b.admitq.stored(pending)
+		}
+	}()
+	if n := max(r.ContentLength, 0); turn != nil && turn.take(b, n) {
+		// Let in on the room its connection waited for before reading it.
+		pending = n
+	} else if b.admitq.busy() || !s.admits(b, r.ContentLength) {
 		// Full: wait for room before reading the body (admitqueue.go); if none comes,
 		// refuse, the cheapest answer an overload can get, and hold the connection
-		// (admission.go).
-		n := max(r.ContentLength, 0)
-		if s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength) }) {
+		// (admission.go). A request whose connection waited out AdmitWait before it
+		// was read waits no more.
+		wait := s.opts.admitWait
+		if late {
+			wait = 0
+		}
+		if wait <= 0 || !b.admitq.wait(r.Context(), n, wait, func() bool { return s.admits(b, r.ContentLength) }) {
 			// A request that waited has held its connection for AdmitWait already.
 			s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.admitWait)
 			return
 		}
-		defer b.admitq.stored(n)
+		pending = n
 	}
 	start := time.Now()
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
@@ -156,8 +175,23 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		b.m.unmatched.Add(float64(unmatched))
 	}
 	b.m.latency.Observe(time.Since(start).Seconds())
+	if t := s.reserves(r, b); t != nil {
+		// The 202 is flushed before the wait: complete, so that the client sends its next
+		// request, which waits in the socket meanwhile. This request's room is given
+		// back first: it is stored.
+		if pending >= 0 {
+			b.admitq.stored(pending)
+			pending = -1
+		}
+		w.Header()["Content-Length"] = zeroLength
+		w.WriteHeader(http.StatusAccepted)
+		s.reserve(w, r, b, t)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
+
+var zeroLength = []string{"0"}
 
 // oneLine keeps an error reason to one line for the response body.
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }

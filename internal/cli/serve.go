@@ -209,7 +209,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
 	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
-	hs, plain, err := f.security.servers(ln, handler, log)
+	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err

@@ -117,10 +117,11 @@ func ingressBaseURL(scheme, addr string) string {
 }
 
 // servers returns the HTTP server on ln and, with --plain-addr, the plain one for probes
-// and metrics.
-func (f *securityFlags) servers(ln net.Listener, handler http.Handler, log *slog.Logger) (main, plain *httpserver.Server, err error) {
+// and metrics. connContext gives each connection of the main server's lean path its
+// context (the broker's admission turn, httpserver.WithConnContext).
+func (f *securityFlags) servers(ln net.Listener, handler http.Handler, connContext func(context.Context) (context.Context, func()), log *slog.Logger) (main, plain *httpserver.Server, err error) {
 	opts := f.serverOptions(log)
-	if main, err = httpserver.New(ln, handler, opts...); err != nil {
+	if main, err = httpserver.New(ln, handler, append(opts[:len(opts):len(opts)], httpserver.WithConnContext(connContext))...); err != nil {
 		return nil, nil, err
 	}
 	if f.plainAddr == "" {
