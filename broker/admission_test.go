@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,26 @@ func dialBroker(t *testing.T, subscriber string, opts ...Option) (net.Conn, *buf
 	return conn, bufio.NewReader(conn)
 }
 
+// gatedSubscriber serves a subscriber that answers 202 to every delivery once release
+// is called (at once after that), counting them; it is released and closed when t ends
+// (a test whose broker's cleanup comes later defers release too).
+func gatedSubscriber(t *testing.T) (url string, delivered *atomic.Int64, release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	delivered = new(atomic.Int64)
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-gate
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(sub.Close)
+	t.Cleanup(release) // runs first: a delivery waiting on the gate ends before Close
+	return sub.URL, delivered, release
+}
+
 // TestRejectHoldsConnection checks rule 2 of admission.go over a real connection: a 429
 // arrives whole at once, with Retry-After, and the next request on the same connection
 // is read only after the hold; with the hold off it is read at once.
@@ -96,24 +117,10 @@ func TestRejectHoldsConnection(t *testing.T) {
 // subscriber catches up it accepts again, and every accepted event is delivered.
 func TestMaxBacklog(t *testing.T) {
 	const bound = 3
-	release := make(chan struct{})
-	var delivered atomic.Int64
-	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		_, _ = io.Copy(io.Discard, r.Body)
-		delivered.Add(1)
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer sub.Close()
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	sub, delivered, release := gatedSubscriber(t)
+	defer release() // before the broker's cleanup shuts it down
 	s := newTestServer(t, nil, WithMaxBacklog(bound), WithRejectHold(0))
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub))); err != nil {
 		t.Fatal(err)
 	}
 	h := s.Handler()
@@ -137,11 +144,8 @@ func TestMaxBacklog(t *testing.T) {
 		t.Errorf("with a backlog bound of %d: %d accepted, %d rejected; want %d accepted (the bound is exceeded by the last one) and the rest rejected",
 			bound, accepted, rejected, bound+1)
 	}
-	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for delivered.Load() < int64(accepted) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	release()
+	waitDelivered(t, delivered, int64(accepted))
 	if n := delivered.Load(); n != int64(accepted) {
 		t.Fatalf("%d of %d accepted events delivered", n, accepted)
 	}

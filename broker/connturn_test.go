@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,24 +61,10 @@ func TestConnTurnTake(t *testing.T) {
 // request before reading it; a connection that then sends nothing gives its room back,
 // so a new connection's request is let in, and every event accepted is delivered.
 func TestConnTurnOverLean(t *testing.T) {
-	release := make(chan struct{})
-	var delivered atomic.Int64
-	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		_, _ = io.Copy(io.Discard, r.Body)
-		delivered.Add(1)
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer sub.Close()
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	sub, delivered, release := gatedSubscriber(t)
+	defer release() // before the broker's cleanup shuts it down
 	s := newTestServer(t, memory.NewBudget(1024), WithAdmitWait(5*time.Second))
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub))); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -124,7 +108,7 @@ func TestConnTurnOverLean(t *testing.T) {
 		})
 		waitQueued(t, s, i+1)
 	}
-	close(release)
+	release()
 	wg.Wait()
 	if codes[0] != http.StatusAccepted || codes[1] != http.StatusAccepted {
 		t.Fatalf("queued requests answered %v, want 202s", codes)
@@ -136,7 +120,7 @@ func TestConnTurnOverLean(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || took > 3*time.Second {
 		t.Fatalf("d1 after the others went idle: %d after %v, want 202 at once", resp.StatusCode, took)
 	}
-	waitDelivered(t, &delivered, 4)
+	waitDelivered(t, delivered, 4)
 }
 
 // waitQueued waits until n requests wait in the admission queue of the test broker.
