@@ -25,7 +25,7 @@ import (
 type connTurn struct {
 	b    *Broker // the broker whose room is held; nil: none
 	n    int64   // bytes counted as pending for it
-	late bool    // the last wait for room ran out: the next request waits no more
+	late bool    // the last wait for room ran out, the next request read since: it waits no more
 }
 
 type connTurnKey struct{}
@@ -43,8 +43,10 @@ func connTurnOf(r *http.Request) *connTurn {
 	return t
 }
 
-// idle gives back the room held, if any.
+// idle gives back the room held, if any. The connection's next request was not waiting
+// in the socket meanwhile, so it is not late either.
 func (t *connTurn) idle() {
+	t.late = false
 	if t.b != nil {
 		t.b.admitq.stored(t.n)
 		t.b = nil

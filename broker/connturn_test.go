@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,34 +64,8 @@ func TestConnTurnTake(t *testing.T) {
 func TestConnTurnOverLean(t *testing.T) {
 	sub, delivered, release := gatedSubscriber(t)
 	defer release() // before the broker's cleanup shuts it down
-	s := newTestServer(t, memory.NewBudget(1024), WithAdmitWait(5*time.Second))
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub))); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, err := httpserver.New(ln, s.Handler(), httpserver.WithConnContext(s.ConnContext))
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve() }()
-	defer func() {
-		hs.Close()
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, bufio.NewReader(c)
-	}
+	s, addr := serveLean(t, sub, WithAdmitWait(5*time.Second))
+	dial := func() (net.Conn, *bufio.Reader) { return dialTo(t, addr) }
 	body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
 	ca, bra := dial()
 	if resp, _ := rawPost(t, ca, bra, "a1", body); resp.StatusCode != http.StatusAccepted {
@@ -123,6 +98,44 @@ func TestConnTurnOverLean(t *testing.T) {
 	waitDelivered(t, delivered, 4)
 }
 
+// serveLean serves a memory broker of a 1 KiB budget with one trigger to subscriber on
+// the lean path, with its connection turns (httpserver.WithConnContext), until t ends.
+func serveLean(t *testing.T, subscriber string, opts ...Option) (*Server, string) {
+	t.Helper()
+	s := newTestServer(t, memory.NewBudget(1024), opts...)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", subscriber))); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := httpserver.New(ln, s.Handler(), httpserver.WithConnContext(s.ConnContext))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve() }()
+	t.Cleanup(func() {
+		hs.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, ln.Addr().String()
+}
+
+// dialTo connects to addr until t ends.
+func dialTo(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 // waitQueued waits until n requests wait in the admission queue of the test broker.
 func waitQueued(t *testing.T, s *Server, n int) {
 	t.Helper()
@@ -141,5 +154,50 @@ func waitDelivered(t *testing.T, delivered *atomic.Int64, n int64) {
 		if time.Now().After(deadline) {
 			t.Fatalf("delivered %d, want %d", delivered.Load(), n)
 		}
+	}
+}
+
+// TestConnTurnLate: a request sent while its connection waited in vain for room for it
+// is answered 429 as soon as it is read, not after waiting AdmitWait a second time.
+func TestConnTurnLate(t *testing.T) {
+	const wait = 500 * time.Millisecond
+	tokens := make(chan struct{}, 10) // one delivery each
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-tokens
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sub.Close()
+	defer func() {
+		for range cap(tokens) {
+			tokens <- struct{}{}
+		}
+	}()
+	s, addr := serveLean(t, sub.URL, WithAdmitWait(wait))
+	dial := func() (net.Conn, *bufio.Reader) { return dialTo(t, addr) }
+	body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
+	ca, bra := dial()
+	if resp, _ := rawPost(t, ca, bra, "a1", body); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a1: %d", resp.StatusCode)
+	}
+	cb, brb := dial()
+	cc, brc := dial()
+	first := make(chan *http.Response, 1)
+	go func() { resp, _ := rawPost(t, cb, brb, "b1", body); first <- resp }()
+	waitQueued(t, s, 1)
+	third := make(chan int, 1)
+	go func() { resp, _ := rawPost(t, cc, brc, "c1", body); third <- resp.StatusCode }() // waits behind b1 in vain
+	waitQueued(t, s, 2)
+	tokens <- struct{}{} // a1 delivered: room for b1, answered while c1 waits
+	if resp := <-first; resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("b1: %d", resp.StatusCode)
+	}
+	// b's connection now waits for room for its next request, in vain (b1 holds the
+	// budget); b2, sent meanwhile, is answered once that wait is over.
+	resp, took := rawPost(t, cb, brb, "b2", body)
+	if resp.StatusCode != http.StatusTooManyRequests || took > wait+wait/2 {
+		t.Fatalf("b2: %d after %v; want 429 within %v (one wait, not two)", resp.StatusCode, took, wait+wait/2)
+	}
+	if code := <-third; code != http.StatusTooManyRequests {
+		t.Errorf("c1: %d, want 429 (b1 holds the budget)", code)
 	}
 }
