@@ -66,9 +66,9 @@ func (t *connTurn) take(b *Broker, n int64) bool {
 	return true
 }
 
-// reserves reports whether, after the 202 to r for b, the connection should wait for
-// room for its next request (its turn, the caller flushes first): requests are waiting
-// and the connection is the lean path's.
+// reserves returns the turn of r's connection when, after the 202 to r for b, it should
+// wait for room for its next request (reserve): requests are waiting and the connection
+// is the lean path's; nil otherwise.
 func (s *Server) reserves(r *http.Request, b *Broker) *connTurn {
 	if s.opts.admitWait <= 0 || !b.admitq.busy() || s.draining.Load() {
 		return nil
