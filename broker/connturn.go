@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"net/http"
-	"time"
 )
 
 // Waiting for room before a connection's next request is read (docs/overload.md, part
@@ -53,17 +52,23 @@ func (t *connTurn) idle() {
 	}
 }
 
-// take reports whether the request r, of n bytes, to b comes in on room its connection
-// holds for b; if so the room is the request's, and its bytes count as pending until
-// the caller's q.stored(n). Room held for another broker is given back.
-func (t *connTurn) take(b *Broker, n int64) bool {
+// enter reports, for a request of n bytes to b, whether it comes in on room its
+// connection holds for b (then the room is the request's, its bytes counted as pending
+// until the caller's q.stored(n)), and whether its connection waited out AdmitWait for
+// it before reading it (then it waits no more). Room held for another broker is given
+// back. Both false on a connection without a turn (t nil: not the lean path's).
+func (t *connTurn) enter(b *Broker, n int64) (admitted, late bool) {
+	if t == nil {
+		return false, false
+	}
+	late, t.late = t.late, false
 	if t.b != b {
 		t.idle()
-		return false
+		return false, late
 	}
 	b.admitq.pending.Add(n - t.n)
 	t.b = nil
-	return true
+	return true, late
 }
 
 // reserves returns the turn of r's connection when, after the 202 to r for b, it should
@@ -83,10 +88,9 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, b *Broker, t *c
 		return
 	}
 	n := max(r.ContentLength, 0)
-	start := time.Now()
-	if b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, n) }) {
-		t.b, t.n, t.late = b, n, false
-		return
+	admitted := b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, n) })
+	if admitted {
+		t.b, t.n = b, n
 	}
-	t.late = time.Since(start) >= s.opts.admitWait
+	t.late = !admitted // AdmitWait ran out (or the server is closing)
 }

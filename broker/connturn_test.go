@@ -17,43 +17,54 @@ import (
 	"github.com/sluice-broker/sluice/internal/httpserver"
 )
 
-// TestConnTurnTake: a request comes in on room its connection holds for its broker,
+// TestConnTurnEnter: a request comes in on room its connection holds for its broker,
 // counted at its own size; room held for another broker is given back, as is room a
-// connection holds when it goes idle.
-func TestConnTurnTake(t *testing.T) {
+// connection holds when it goes idle; a connection that waited in vain makes its next
+// request late, once; a connection without a turn lets nothing in.
+func TestConnTurnEnter(t *testing.T) {
 	var a, b Broker
 	tests := []struct {
 		name        string
 		held        *Broker
+		wasLate     bool
 		to          *Broker
 		n           int64
 		took        bool
+		late        bool
 		pendA       int64
 		idleGivesTo int64 // pending of a after idle()
 	}{
-		{"same broker", &a, &a, 300, true, 300, 300},
-		{"other broker", &a, &b, 300, false, 0, 0},
-		{"none held", nil, &a, 300, false, 0, 0},
+		{"same broker", &a, false, &a, 300, true, false, 300, 300},
+		{"other broker", &a, false, &b, 300, false, false, 0, 0},
+		{"none held", nil, false, &a, 300, false, false, 0, 0},
+		{"none held, late", nil, true, &a, 300, false, true, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a.admitq.pending.Store(0)
-			turn := &connTurn{}
+			turn := &connTurn{late: tc.wasLate}
 			if tc.held != nil {
 				tc.held.admitq.pending.Store(100)
 				turn.b, turn.n = tc.held, 100
 			}
-			if got := turn.take(tc.to, tc.n); got != tc.took {
-				t.Fatalf("take: %v, want %v", got, tc.took)
+			if took, late := turn.enter(tc.to, tc.n); took != tc.took || late != tc.late {
+				t.Fatalf("enter: %v, late %v; want %v, late %v", took, late, tc.took, tc.late)
 			}
 			if p := a.admitq.pending.Load(); p != tc.pendA || turn.b != nil {
-				t.Fatalf("after take: pending %d (want %d), still held %v", p, tc.pendA, turn.b != nil)
+				t.Fatalf("after enter: pending %d (want %d), still held %v", p, tc.pendA, turn.b != nil)
+			}
+			if _, late := turn.enter(tc.to, tc.n); late {
+				t.Fatal("a second request is late too")
 			}
 			turn.idle() // nothing held any more: changes nothing
 			if p := a.admitq.pending.Load(); p != tc.idleGivesTo {
 				t.Fatalf("after idle: pending %d, want %d", p, tc.idleGivesTo)
 			}
 		})
+	}
+	var none *connTurn
+	if took, late := none.enter(&a, 10); took || late {
+		t.Errorf("no turn: %v, late %v; want neither", took, late)
 	}
 }
 

@@ -71,10 +71,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
 		return
 	}
-	turn, late := connTurnOf(r), false // nil unless the lean path serves the connection (connturn.go)
-	if turn != nil {
-		late, turn.late = turn.late, false
-	}
 	// pending is what the request counts against the broker's room while it is stored
 	// (admitqueue.go), given back once it is (or fails to be); -1: nothing.
 	pending := int64(-1)
@@ -83,19 +79,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			b.admitq.stored(pending)
 		}
 	}()
-	if n := max(r.ContentLength, 0); turn != nil && turn.take(b, n) {
-		// Let in on the room its connection waited for before reading it.
+	n := max(r.ContentLength, 0)
+	// On the lean path, the room its connection may have waited for (connturn.go).
+	if admitted, late := connTurnOf(r).enter(b, n); admitted {
 		pending = n
 	} else if b.admitq.busy() || !s.admits(b, r.ContentLength) {
 		// Full: wait for room before reading the body (admitqueue.go); if none comes,
 		// refuse, the cheapest answer an overload can get, and hold the connection
 		// (admission.go). A request whose connection waited out AdmitWait before it
 		// was read waits no more.
-		wait := s.opts.admitWait
-		if late {
-			wait = 0
-		}
-		if wait <= 0 || !b.admitq.wait(r.Context(), n, wait, func() bool { return s.admits(b, r.ContentLength) }) {
+		if late || s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength) }) {
 			// A request that waited has held its connection for AdmitWait already.
 			s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.admitWait)
 			return
