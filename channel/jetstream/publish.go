@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,15 @@ import (
 
 // futuresPool recycles the slices of pending acknowledgements of Publish calls.
 var futuresPool = sync.Pool{New: func() any { s := make([]jetstream.PubAckFuture, 0, 64); return &s }}
+
+// encodingPool recycles the encodings of published events. The client holds a message's
+// data until JetStream acknowledges it (it may send it again before that), so an encoding
+// goes back to the pool only once every message carrying it was acknowledged; after a
+// failure it is left to the garbage collector.
+var encodingPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledEncoding is the largest encoding kept for reuse.
+const maxPooledEncoding = 64 << 10
 
 // Publish stores one message per (event, routed subscription) in the broker's stream and
 // returns nil once the server has acknowledged every one of them (stored them on disk).
@@ -58,14 +68,18 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		*fp = futures[:0]
 		futuresPool.Put(fp)
 	}()
+	var held [4]*[]byte // the encodings, for the pool once acknowledged
+	encodings := held[:0]
 	for i := range envs {
 		env := &envs[i]
 		if len(env.Subscriptions) == 0 {
 			continue
 		}
-		// One encoding per event, shared read-only by its messages; the client keeps a
-		// reference until the acknowledgement, so it is not pooled.
-		data := event.AppendBinary(make([]byte, 0, env.Event.Size()), env.Event)
+		// One encoding per event, shared read-only by its messages.
+		ep := encodingPool.Get().(*[]byte)
+		data := event.AppendBinary(slices.Grow((*ep)[:0], env.Event.Size()), env.Event)
+		*ep = data
+		encodings = append(encodings, ep)
 		for _, sub := range env.Subscriptions {
 			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: c.subject(sub), Data: data}, stall)
 			if err != nil {
@@ -85,6 +99,11 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		case <-ctx.Done():
 			return c.publishFailed(fmt.Errorf("%w: waiting for JetStream to acknowledge %d messages: %w",
 				channel.ErrUnavailable, len(futures), ctx.Err()))
+		}
+	}
+	for _, ep := range encodings {
+		if cap(*ep) <= maxPooledEncoding {
+			encodingPool.Put(ep)
 		}
 	}
 	if c.metrics != nil {
