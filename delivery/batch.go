@@ -191,9 +191,7 @@ func sendBatch(ctx context.Context, c *http.Client, t *resolved, jobs []*job, au
 			batchBufPool.Put(bp)
 		}
 	}()
-	actx, cancel := context.WithTimeout(ctx, t.Policy.timeout())
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, t.url.String(), bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, t.url.String(), bytes.NewReader(body))
 	if err != nil {
 		o.err, o.errData = err, []byte(err.Error())
 		return o
@@ -203,7 +201,7 @@ func sendBatch(ctx context.Context, c *http.Client, t *resolved, jobs []*job, au
 		req.Header.Set("Authorization", authorization)
 	}
 	start := time.Now()
-	resp, err := roundTrip(c, req)
+	resp, err := roundTrip(ctx, c, req, start.Add(t.Policy.timeout()))
 	o.latency = time.Since(start)
 	if err != nil {
 		o.err = err

@@ -89,11 +89,20 @@ func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxC
 	return t
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper: the request's context bounds it and its
+// deadline, if any, is the connection's.
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
 		return t.fallback.RoundTrip(req)
 	}
+	dl, _ := req.Context().Deadline()
+	return t.roundTrip(req.Context(), req, dl)
+}
+
+// roundTrip sends req (an http:// request, whose own context is not looked at) and reads
+// the response head, until ctx ends or dl (if not zero) passes: dl is the connection's
+// deadline, so a delivery attempt needs no context of its own (send).
+func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, dl time.Time) (*http.Response, error) {
 	host := hostPort(req.URL)
 	bp := t.bufs.Get().(*[]byte)
 	buf, err := appendRequest((*bp)[:0], req)
@@ -107,45 +116,41 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}()
 	for attempt := 0; ; attempt++ {
-		pc, reused, err := t.get(req.Context(), host)
+		pc, reused, err := t.get(ctx, host, dl)
 		if err != nil {
 			return nil, err
 		}
-		resp, sentNothing, err := t.exchange(req, pc, buf)
+		resp, sentNothing, err := t.exchange(ctx, dl, req, pc, buf)
 		if err == nil {
 			return resp, nil
 		}
 		t.close(pc)
-		if reused && sentNothing && attempt == 0 && req.Context().Err() == nil {
+		if reused && sentNothing && attempt == 0 && ctx.Err() == nil {
 			continue // a keep-alive connection the server had closed: once more on a new one
 		}
 		return nil, err
 	}
 }
 
-// exchange writes the request and reads the response head on pc. sentNothing reports a
-// failure before any byte of response arrived.
-func (t *h1Transport) exchange(req *http.Request, pc *h1Conn, buf []byte) (resp *http.Response, sentNothing bool, err error) {
-	ctx := req.Context()
-	if dl, ok := ctx.Deadline(); ok {
-		pc.c.SetDeadline(dl)
-	} else {
-		pc.c.SetDeadline(time.Time{})
-	}
-	// Cancellation without a deadline (shutdown) interrupts the I/O through the deadline.
+// exchange writes the request and reads the response head on pc, with dl (zero: none)
+// as the connection's deadline. sentNothing reports a failure before any byte of
+// response arrived.
+func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Request, pc *h1Conn, buf []byte) (resp *http.Response, sentNothing bool, err error) {
+	pc.c.SetDeadline(dl)
+	// Cancellation (shutdown) interrupts the I/O through the deadline.
 	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(time.Unix(1, 0)) })
 	if _, err := pc.c.Write(buf); err != nil {
 		stop()
-		return nil, true, ctxErr(ctx, err)
+		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if _, err := pc.br.Peek(1); err != nil {
 		stop()
-		return nil, true, ctxErr(ctx, err)
+		return nil, true, ctxErr(ctx, dl, err)
 	}
 	resp, err = readFinalResponse(pc.br, req)
 	if err != nil {
 		stop()
-		return nil, false, ctxErr(ctx, err)
+		return nil, false, ctxErr(ctx, dl, err)
 	}
 	resp.Body = &h1Body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
 	return resp, false, nil
@@ -175,23 +180,23 @@ func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, err
 	}
 }
 
-// ctxErr prefers the context's error (deadline, cancellation) to the I/O error it caused.
-// The connection's deadline is the context's, so its timeout may fire a moment before
-// the context reports DeadlineExceeded.
-func ctxErr(ctx context.Context, err error) error {
+// ctxErr prefers the context's error (cancellation) to the I/O error it caused, and
+// reports the connection's deadline dl passing as context.DeadlineExceeded.
+func ctxErr(ctx context.Context, dl time.Time, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%w (%v)", cerr, err)
 	}
 	var ne net.Error
-	if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
+	if !dl.IsZero() && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
 		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
 	return err
 }
 
 // get returns an idle connection to host, or dials one if fewer than maxConns are open,
-// or waits for one to come free until ctx ends.
-func (t *h1Transport) get(ctx context.Context, host string) (pc *h1Conn, reused bool, err error) {
+// or waits for one to come free until ctx ends or dl (if not zero) passes.
+func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h1Conn, reused bool, err error) {
+	var expired <-chan time.Time // made on the first wait only
 	for {
 		t.mu.Lock()
 		h := t.hosts[host]
@@ -215,19 +220,28 @@ func (t *h1Transport) get(ctx context.Context, host string) (pc *h1Conn, reused 
 		if h.open < t.maxConns {
 			h.open++
 			t.mu.Unlock()
-			c, err := t.dialer.DialContext(ctx, "tcp", host)
+			d := t.dialer
+			d.Deadline = dl
+			c, err := d.DialContext(ctx, "tcp", host)
 			if err != nil {
 				t.release(host)
-				return nil, false, err
+				return nil, false, ctxErr(ctx, dl, err)
 			}
 			return &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host}, false, nil
 		}
 		free := h.free
 		t.mu.Unlock()
+		if expired == nil && !dl.IsZero() {
+			tm := time.NewTimer(time.Until(dl))
+			defer tm.Stop()
+			expired = tm.C
+		}
 		select {
 		case <-free:
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
+		case <-expired:
+			return nil, false, fmt.Errorf("%w: no connection to %s came free", context.DeadlineExceeded, host)
 		}
 	}
 }

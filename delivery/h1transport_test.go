@@ -385,3 +385,56 @@ func TestH1TransportIdleConnections(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestH1TransportDeadlineWithoutContext: an attempt's deadline given apart from its
+// context (send's way) bounds a slow response and the wait for a free connection, and
+// both fail with context.DeadlineExceeded, as a context's deadline would.
+func TestH1TransportDeadlineWithoutContext(t *testing.T) {
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(hold)
+	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute)
+	attempt := func() (time.Duration, error) {
+		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
+		start := time.Now()
+		resp, err := h1.roundTrip(context.Background(), req, start.Add(100*time.Millisecond))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return time.Since(start), err
+	}
+	// The only connection the cap allows is held by a request that never gets an answer.
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
+		if resp, err := h1.roundTrip(context.Background(), req, time.Now().Add(10*time.Second)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, 5*time.Second, "the held connection", func() bool { return openCount(h1) == 1 })
+	for _, name := range []string{"waiting for a free connection", "waiting for the response"} {
+		if name == "waiting for the response" {
+			h1 = newTestH1() // room to dial: the wait is for the slow server
+		}
+		took, err := attempt()
+		if !errors.Is(err, context.DeadlineExceeded) || took < 90*time.Millisecond || took > 2*time.Second {
+			t.Fatalf("%s: err %v after %s, want DeadlineExceeded after 100ms", name, err, took)
+		}
+	}
+}
+
+// openCount is the number of connections the transport has open or is dialing.
+func openCount(t *h1Transport) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, h := range t.hosts {
+		n += h.open
+	}
+	return n
+}

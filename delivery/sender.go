@@ -90,10 +90,8 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		r.tmpl.Body = http.NoBody
 		r.tmpl.ContentLength = 0
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	start := time.Now()
-	resp, err := roundTrip(c, r.tmpl.WithContext(actx))
+	resp, err := roundTrip(ctx, c, &r.tmpl, start.Add(timeout))
 	if err != nil {
 		// The transport may still close the body in another goroutine: do not reuse r.
 		o.latency = time.Since(start)
@@ -131,18 +129,49 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	return o
 }
 
-// roundTrip sends req. A client without a cookie jar or overall timeout (NewClient's) is
-// bypassed for its transport: the client's redirect machinery copies every request's
-// headers, and Sluice follows no redirects anyway (a 3xx is a failed delivery).
-func roundTrip(c *http.Client, req *http.Request) (*http.Response, error) {
+// roundTrip sends req (whose context is not set) until ctx ends or dl passes. A client
+// without a cookie jar or overall timeout (NewClient's) is bypassed for its transport:
+// the client's redirect machinery copies every request's headers, and Sluice follows no
+// redirects anyway (a 3xx is a failed delivery). Sluice's own transport takes dl as the
+// connection's deadline, so an http:// attempt costs no context, timer or request copy
+// of its own; other transports get the request with a context bounded by dl.
+func roundTrip(ctx context.Context, c *http.Client, req *http.Request, dl time.Time) (*http.Response, error) {
 	if c.Jar != nil || c.Timeout != 0 {
-		return c.Do(req)
+		return doUntil(ctx, dl, req, c.Do)
 	}
 	rt := c.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	return rt.RoundTrip(req)
+	if h1, ok := rt.(*h1Transport); ok && req.URL.Scheme == "http" {
+		return h1.roundTrip(ctx, req, dl)
+	}
+	return doUntil(ctx, dl, req, rt.RoundTrip)
+}
+
+// doUntil calls do with req bound to ctx and dl. The context is not cancelled when do
+// returns: the response body is read after, under it; its timer ends at dl.
+func doUntil(ctx context.Context, dl time.Time, req *http.Request, do func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	actx, cancel := context.WithDeadline(ctx, dl)
+	resp, err := do(req.WithContext(actx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose cancels a response's context once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 var drainPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
