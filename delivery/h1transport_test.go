@@ -399,8 +399,8 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(hold)
-	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute)
-	attempt := func() (time.Duration, error) {
+	capped := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute)
+	attempt := func(h1 *h1Transport) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
 		start := time.Now()
 		resp, err := h1.roundTrip(context.Background(), req, start.Add(100*time.Millisecond))
@@ -409,21 +409,24 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 		}
 		return time.Since(start), err
 	}
-	// The only connection the cap allows is held by a request that never gets an answer.
+	// The only connection capped allows is held by a request that never gets an answer.
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
-		if resp, err := h1.roundTrip(context.Background(), req, time.Now().Add(10*time.Second)); err == nil {
+		if resp, err := capped.roundTrip(context.Background(), req, time.Now().Add(10*time.Second)); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "the held connection", func() bool { return openCount(h1) == 1 })
-	for _, name := range []string{"waiting for a free connection", "waiting for the response"} {
-		if name == "waiting for the response" {
-			h1 = newTestH1() // room to dial: the wait is for the slow server
-		}
-		took, err := attempt()
+	waitFor(t, 5*time.Second, "the held connection", func() bool { return openCount(capped) == 1 })
+	for _, c := range []struct {
+		name string
+		h1   *h1Transport
+	}{
+		{"waiting for a free connection", capped},
+		{"waiting for the response", newTestH1()}, // room to dial: the wait is for the slow server
+	} {
+		took, err := attempt(c.h1)
 		if !errors.Is(err, context.DeadlineExceeded) || took < 90*time.Millisecond || took > 2*time.Second {
-			t.Fatalf("%s: err %v after %s, want DeadlineExceeded after 100ms", name, err, took)
+			t.Fatalf("%s: err %v after %s, want DeadlineExceeded after 100ms", c.name, err, took)
 		}
 	}
 }
