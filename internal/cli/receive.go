@@ -57,13 +57,17 @@ with --fail-status (the events are not counted: a broker should retry them), and
 				return err
 			}
 			r := receive.New(o)
-			srv := receive.NewServer(r)
+			srv, err := receive.NewServer(ln, r)
+			if err != nil {
+				ln.Close()
+				return err
+			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			seriesDone := make(chan struct{})
 			go func() { r.Series(ctx, time.Now()); close(seriesDone) }()
 			serveErr := make(chan error, 1)
-			go func() { serveErr <- srv.Serve(ln) }()
+			go func() { serveErr <- srv.Serve() }()
 			fmt.Fprintf(cmd.ErrOrStderr(), "receive: listening on %s\n", ln.Addr())
 			waitCtx, stopWait := context.WithCancel(ctx)
 			go func() {

@@ -58,9 +58,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	rcv := receive.New(o.Receive)
-	srv := receive.NewServer(rcv)
+	srv, err := receive.NewServer(ln, rcv)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve() }()
 	defer func() {
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

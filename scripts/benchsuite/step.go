@@ -155,8 +155,13 @@ func startReceivers(addrs []string) (extraReceivers, error) {
 			return nil, err
 		}
 		r := receive.New(receive.Options{})
-		srv := receive.NewServer(r)
-		go func() { _ = srv.Serve(ln) }()
+		srv, err := receive.NewServer(ln, r)
+		if err != nil {
+			ln.Close()
+			rs.stop()
+			return nil, err
+		}
+		go func() { _ = srv.Serve() }()
 		rs = append(rs, extraReceiver{rcv: r, stop: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
