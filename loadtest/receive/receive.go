@@ -357,6 +357,11 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// maxAnswerTime bounds the time from a request's head to the end of its answer: long
+// enough for any injected delay a test would ask for (net/http, which served the
+// receiver before, had no such bound).
+const maxAnswerTime = 10 * time.Minute
+
 // NewServer returns a server of r on ln: Sluice's own (internal/httpserver), whose lean
 // HTTP/1.1 path serves the plain POSTs deliveries are for about 60% of net/http's CPU
 // per request (docs/overload.md). On a machine where the receiver shares a core with
@@ -364,7 +369,7 @@ func Listen(addr string) (net.Listener, error) {
 // count. Serve it with Serve; stop it with Shutdown.
 func NewServer(ln net.Listener, r *Receiver) (*httpserver.Server, error) {
 	srv, err := httpserver.New(ln, r, httpserver.WithReadHeaderTimeout(10*time.Second),
-		httpserver.WithIdleTimeout(120*time.Second))
+		httpserver.WithIdleTimeout(120*time.Second), httpserver.WithWriteTimeout(maxAnswerTime))
 	if err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
