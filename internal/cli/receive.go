@@ -59,7 +59,6 @@ with --fail-status (the events are not counted: a broker should retry them), and
 			r := receive.New(o)
 			srv, err := receive.NewServer(ln, r)
 			if err != nil {
-				ln.Close()
 				return err
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())

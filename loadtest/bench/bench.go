@@ -60,7 +60,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	rcv := receive.New(o.Receive)
 	srv, err := receive.NewServer(ln, rcv)
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	serveErr := make(chan error, 1)

@@ -157,7 +157,6 @@ func startReceivers(addrs []string) (extraReceivers, error) {
 		r := receive.New(receive.Options{})
 		srv, err := receive.NewServer(ln, r)
 		if err != nil {
-			ln.Close()
 			rs.stop()
 			return nil, err
 		}
