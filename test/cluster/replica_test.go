@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
@@ -41,65 +41,25 @@ type syncBuffer = syncbuf.Buffer
 // answers 200. It is stopped with SIGTERM when the test ends, if still running.
 func startReplica(t *testing.T, n int, args ...string) *replica {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &replica{t: t, n: n, cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = r.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok && !sent {
-				urls <- u
-				sent = true
-			}
-		}
-	}()
-	go func() { r.exited <- cmd.Wait() }()
-	select {
-	case u := <-urls:
-		i := strings.Index(u[len("http://"):], "/")
-		r.base = u[:len("http://")+i]
-	case err := <-r.exited:
-		t.Fatalf("replica %d exited before serving: %v\n%s", n, err, r.logs)
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("replica %d did not print its ingest URL in 30s\n%s", n, r.logs)
-	}
+	sv := sluicetest.Start(t, sluiceBin, 30*time.Second, args...)
+	r := &replica{t: t, n: n, cmd: sv.Cmd, base: sv.Base, logs: sv.Logs, exited: sv.Exited}
 	t.Cleanup(func() {
 		if !r.dead.Load() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-r.exited:
 			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
+				_ = r.cmd.Process.Kill()
 			}
 		}
 		if t.Failed() {
 			t.Logf("replica %d logs:\n%s", n, r.logs)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(r.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return r
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica %d not ready in 30s\n%s", n, r.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := sluicetest.WaitReady(r.base, 30*time.Second); err != nil {
+		t.Fatalf("replica %d: %v\n%s", n, err, r.logs)
 	}
+	return r
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -112,22 +72,11 @@ func (r *replica) kill() {
 // metric sums the samples of the Prometheus metric lines starting with prefix; -1 when
 // the replica does not answer.
 func (r *replica) metric(prefix string) float64 {
-	resp, err := http.Get(r.base + "/metrics")
+	v, err := sluicetest.Metric(r.base, prefix)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, prefix) {
-			var v float64
-			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			sum += v
-		}
-	}
-	return sum
+	return v
 }
 
 // fault is something done to the system mid-load: at After from the start of the load.

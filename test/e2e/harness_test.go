@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
@@ -60,69 +60,25 @@ type syncBuffer = syncbuf.Buffer
 // is ready. It is stopped with SIGTERM when the test ends (if still running).
 func startBroker(t *testing.T, args ...string) *broker {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &broker{t: t, cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = b.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if u, ok := strings.CutPrefix(line, "ingest: "); ok && !sent {
-				urls <- u
-				sent = true
-			}
-		}
-	}()
-	go func() { b.exited <- cmd.Wait() }()
-	select {
-	case u := <-urls:
-		i := strings.Index(u[len("http://"):], "/")
-		b.base = u[:len("http://")+i]
-	case err := <-b.exited:
-		t.Fatalf("sluice exited before serving: %v\n%s", err, b.logs)
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("sluice did not print its ingest URL in 20s\n%s", b.logs)
-	}
+	sv := sluicetest.Start(t, sluiceBin, 20*time.Second, args...)
+	b := &broker{t: t, cmd: sv.Cmd, base: sv.Base, logs: sv.Logs, exited: sv.Exited}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
+		if b.cmd.ProcessState == nil {
+			b.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-b.exited:
 			case <-time.After(30 * time.Second):
-				cmd.Process.Kill()
+				b.cmd.Process.Kill()
 			}
 		}
 		if t.Failed() {
 			t.Logf("sluice logs:\n%s", b.logs)
 		}
 	})
-	b.waitReady()
-	return b
-}
-
-func (b *broker) waitReady() {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(b.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := sluicetest.WaitReady(b.base, 10*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, b.logs)
 	}
-	b.t.Fatalf("sluice not ready in 10s\n%s", b.logs)
+	return b
 }
 
 // stop sends SIGTERM and returns the exit error (nil for exit 0).
@@ -140,22 +96,12 @@ func (b *broker) stop(timeout time.Duration) error {
 // metric returns the sum of the samples of a Prometheus metric whose line starts with
 // prefix (name and, optionally, labels).
 func (b *broker) metric(prefix string) float64 {
-	resp, err := http.Get(b.base + "/metrics")
+	b.t.Helper()
+	v, err := sluicetest.Metric(b.base, prefix)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, prefix) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			sum += v
-		}
-	}
-	return sum
+	return v
 }
 
 // rssBytes reads the broker's resident set size from /proc.

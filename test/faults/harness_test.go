@@ -32,6 +32,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
@@ -169,37 +170,20 @@ func startSluice(t *testing.T, args ...string) *sluice {
 	u := p.waitLine("ingest: ", 30*time.Second)
 	i := strings.Index(u[len("http://"):], "/")
 	s := &sluice{proc: p, base: u[:len("http://")+i]}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(s.base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := sluicetest.WaitReady(s.base, 30*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, tail(p.logs.String(), 4096))
 	}
-	t.Fatalf("sluice not ready in 30s\n%s", tail(p.logs.String(), 4096))
-	return nil
+	return s
 }
 
 // metric sums the samples of the Prometheus metric lines starting with prefix; -1 if
 // /metrics cannot be read.
 func (s *sluice) metric(prefix string) float64 {
-	resp, err := http.Get(s.base + "/metrics")
+	v, err := sluicetest.Metric(s.base, prefix)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, prefix) {
-			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			sum += v
-		}
-	}
-	return sum
+	return v
 }
 
 // usage is the process's resident memory, goroutines and open file descriptors.
