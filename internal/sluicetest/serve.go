@@ -55,7 +55,7 @@ func Start(t testing.TB, bin string, timeout time.Duration, args ...string) *Ser
 	go func() { s.Exited <- cmd.Wait() }()
 	select {
 	case u := <-urls:
-		base, err := baseOf(u)
+		base, err := BaseOf(u)
 		if err != nil {
 			_ = cmd.Process.Kill()
 			t.Fatalf("sluice serve: %v\n%s", err, s.Logs)
@@ -70,9 +70,9 @@ func Start(t testing.TB, bin string, timeout time.Duration, args ...string) *Ser
 	return s
 }
 
-// baseOf returns the scheme and host of an ingest URL such as
+// BaseOf returns the scheme and host of an ingest URL such as
 // http://127.0.0.1:8080/default/default.
-func baseOf(u string) (string, error) {
+func BaseOf(u string) (string, error) {
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
 		return "", fmt.Errorf("ingest URL %q has no scheme", u)

@@ -19,9 +19,9 @@ func TestBaseOf(t *testing.T) {
 		{in: "http://127.0.0.1:8080", want: "http://127.0.0.1:8080"},
 		{in: "127.0.0.1:8080/ns/b", err: true},
 	} {
-		got, err := baseOf(tc.in)
+		got, err := BaseOf(tc.in)
 		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("baseOf(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("BaseOf(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -5,7 +5,6 @@
 package deploy
 
 import (
-	"bufio"
 	"debug/elf"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 const dir = "../../deploy/kubernetes"
@@ -218,33 +219,9 @@ func TestDockerBuildStarts(t *testing.T) {
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 		t.Errorf("the binary needs shared libraries %v", libs)
 	}
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--config", configDir(t))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok {
-				i := strings.Index(u[len("http://"):], "/")
-				base <- u[:len("http://")+i]
-				break
-			}
-		}
-		_, _ = bufio.NewReader(stdout).WriteTo(discard{})
-	}()
-	var url string
-	select {
-	case url = <-base:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the binary printed no ingest URL in 20s")
-	}
+	sv := sluicetest.Start(t, bin, 20*time.Second, "--config", configDir(t))
+	defer func() { _ = sv.Cmd.Process.Kill(); <-sv.Exited }()
+	url := sv.Base
 	for _, path := range []string{"/healthz", "/readyz"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -262,10 +239,6 @@ func TestDockerBuildStarts(t *testing.T) {
 		}
 	}
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // sluiceBin builds the binary as the Dockerfile does (its ENV lines and its RUN go build
 // line, the output path replaced), once per test binary.

@@ -168,8 +168,11 @@ func startSluice(t *testing.T, args ...string) *sluice {
 	t.Helper()
 	p := startProc(t, "sluice", sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	u := p.waitLine("ingest: ", 30*time.Second)
-	i := strings.Index(u[len("http://"):], "/")
-	s := &sluice{proc: p, base: u[:len("http://")+i]}
+	base, err := sluicetest.BaseOf(u)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tail(p.logs.String(), 4096))
+	}
+	s := &sluice{proc: p, base: base}
 	if err := sluicetest.WaitReady(s.base, 30*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, tail(p.logs.String(), 4096))
 	}
