@@ -59,6 +59,10 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		httpserver.WithMaxHeaderBytes(f.maxHeaderBytes),
 		httpserver.WithMaxConns(f.maxConns),
 		httpserver.WithLeanHTTP1(f.leanHTTP1),
+		// Every handler served here (the ingress, probes, /status, /metrics, pprof, the
+		// dashboard, the authorizer) is done with its request when it returns; the
+		// broker's admission waits inside the handler (docs/overload.md).
+		httpserver.WithRequestReuse(true),
 		httpserver.WithErrorLog(slog.NewLogLogger(log.Handler(), slog.LevelWarn)),
 	}
 	if f.tlsCert != "" || f.tlsKey != "" {

@@ -58,6 +58,28 @@ type leanConn struct {
 
 	blank  *http.Request // the server's, or one carrying WithConnContext's context
 	onIdle func()        // WithConnContext's; nil without
+	req    *leanReq      // reused for every request (WithRequestReuse); nil: a new one each
+
+	// The raw read's and write's callbacks, bound once, and what they share with read and
+	// write: a closure over their locals would escape to the heap, five objects per call.
+	readFn, writeFn func(fd uintptr) bool
+	rd              rawRead
+	wr              rawWrite
+}
+
+// rawRead is the state of one read: its result and how its callback ended.
+type rawRead struct {
+	m            int
+	err          error
+	called, stop bool
+}
+
+// rawWrite is the state of one write: the bytes left, its error, and whether it set a
+// deadline.
+type rawWrite struct {
+	p   []byte
+	err error
+	set bool
 }
 
 // leanBody is a request's body: the bytes in the connection's buffer.
@@ -81,6 +103,10 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 		c.blank = s.blank.WithContext(ctx)
 	}
 	c.w.header = make(http.Header)
+	c.readFn, c.writeFn = c.readRaw, c.writeRaw
+	if s.opts.reuseRequests {
+		c.req = &leanReq{hdr: make(http.Header)}
+	}
 	return c, nil
 }
 
@@ -153,7 +179,7 @@ func bareLF(b []byte) bool {
 func (c *leanConn) serveOne(total int) bool {
 	b := *c.buf
 	head := b[:c.headLen]
-	r := c.head.request(c.blank, head, string(head), c.srv.canon)
+	r := c.head.request(c.req, c.blank, head, string(head), c.srv.canon)
 	r.RemoteAddr = c.remote
 	c.body.Reset(b[c.headLen:total])
 	r.Body = &c.body
@@ -194,58 +220,62 @@ func (c *leanConn) handle(r *http.Request) (ok bool) {
 // client, timed out, failed, or the server is shutting down while it was idle).
 func (c *leanConn) read() bool {
 	for retried := false; ; retried = true {
-		var m int
-		var rerr error
-		called, stop := false, false
-		err := c.rc.Read(func(fd uintptr) bool {
-			called = true
-			if c.buf == nil {
-				c.buf = c.srv.bufs.Get().(*[]byte)
-			}
-			for {
-				m, rerr = syscall.Read(int(fd), (*c.buf)[c.n:])
-				if rerr != syscall.EINTR {
-					break
-				}
-			}
-			if rerr != syscall.EAGAIN {
-				c.idle.Store(false)
-				return true
-			}
-			rerr = nil
-			if c.n > 0 {
-				c.setReadDeadline()
-				return false
-			}
-			// Idle: no buffer held, and Shutdown may wake the wait (wakeIdle). The flag
-			// goes up and the deadline is set before shutting is read, so either this
-			// sees shutting or wakeIdle's deadline comes after this one.
-			c.release()
-			c.idled()
-			c.idle.Store(true)
-			c.setReadDeadline()
-			if c.srv.shutting.Load() {
-				stop = true
-				return true
-			}
-			return false
-		})
+		c.rd = rawRead{}
+		err := c.rc.Read(c.readFn)
+		rd := &c.rd
 		switch {
-		case stop:
+		case rd.stop:
 			return false
-		case err != nil && !called && !retried && errors.Is(err, os.ErrDeadlineExceeded):
+		case err != nil && !rd.called && !retried && errors.Is(err, os.ErrDeadlineExceeded):
 			// A deadline set for an earlier wait has passed; this read has not waited yet.
 			if c.srv.shutting.Load() && c.n == 0 {
 				return false
 			}
 			c.setReadDeadline()
 			continue
-		case err != nil || rerr != nil || m <= 0:
+		case err != nil || rd.err != nil || rd.m <= 0:
 			return false
 		}
-		c.n += m
+		c.n += rd.m
 		return true
 	}
+}
+
+// readRaw is read's callback: it reads what the socket has, or reports that the read
+// must wait (false) after preparing the wait.
+func (c *leanConn) readRaw(fd uintptr) bool {
+	rd := &c.rd
+	rd.called = true
+	if c.buf == nil {
+		c.buf = c.srv.bufs.Get().(*[]byte)
+	}
+	for {
+		rd.m, rd.err = syscall.Read(int(fd), (*c.buf)[c.n:])
+		if rd.err != syscall.EINTR {
+			break
+		}
+	}
+	if rd.err != syscall.EAGAIN {
+		c.idle.Store(false)
+		return true
+	}
+	rd.err = nil
+	if c.n > 0 {
+		c.setReadDeadline()
+		return false
+	}
+	// Idle: no buffer held, and Shutdown may wake the wait (wakeIdle). The flag goes up
+	// and the deadline is set before shutting is read, so either this sees shutting or
+	// wakeIdle's deadline comes after this one.
+	c.release()
+	c.idled()
+	c.idle.Store(true)
+	c.setReadDeadline()
+	if c.srv.shutting.Load() {
+		rd.stop = true
+		return true
+	}
+	return false
 }
 
 // setReadDeadline sets the deadline of the wait ahead: the idle timeout between
@@ -278,35 +308,42 @@ func (c *leanConn) setReadDeadline() {
 
 // write writes p whole; a write that must wait has the write timeout to finish.
 func (c *leanConn) write(p []byte) error {
-	var werr error
-	set := false
-	err := c.rc.Write(func(fd uintptr) bool {
-		for len(p) > 0 {
-			m, e := syscall.Write(int(fd), p)
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-				if !set {
-					_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.writeTimeout))
-					set = true
-				}
-				return false
-			case e != nil:
-				werr = e
-				return true
-			}
-			p = p[m:]
-		}
-		return true
-	})
-	if set {
+	c.wr = rawWrite{p: p}
+	err := c.rc.Write(c.writeFn)
+	wr := &c.wr
+	if wr.set {
 		_ = c.nc.SetWriteDeadline(time.Time{}) // an expired deadline would fail the next write
 	}
+	werr := wr.err
+	c.wr = rawWrite{} // keep no reference to p
 	if err != nil {
 		return err
 	}
 	return werr
+}
+
+// writeRaw is write's callback: it writes what the socket takes, or reports that the
+// write must wait (false) after setting its deadline.
+func (c *leanConn) writeRaw(fd uintptr) bool {
+	wr := &c.wr
+	for len(wr.p) > 0 {
+		m, e := syscall.Write(int(fd), wr.p)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			if !wr.set {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.writeTimeout))
+				wr.set = true
+			}
+			return false
+		case e != nil:
+			wr.err = e
+			return true
+		}
+		wr.p = wr.p[m:]
+	}
+	return true
 }
 
 // release returns the buffer to the pool (one of a large request's own to the

@@ -11,9 +11,10 @@ import (
 )
 
 // BenchmarkServe is why the lean path exists: one keep-alive connection posting 2 KiB
-// binary-mode events, answered 202 by a handler that reads the body, with and without
-// the lean path. ns/op is the round trip, client included; compare the two from one
-// run (go test -bench Serve -benchmem ./internal/httpserver/).
+// binary-mode events, answered 202 by a handler that reads the body, with the lean path
+// (building a request per request, or reusing the connection's: WithRequestReuse) and
+// without it. ns/op and allocs/op are the round trip's, client included; compare them
+// from one run (go test -bench Serve -benchmem ./internal/httpserver/).
 func BenchmarkServe(b *testing.B) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -23,13 +24,12 @@ func BenchmarkServe(b *testing.B) {
 	req := fmt.Sprintf("POST /ns/broker HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n"+
 		"Content-Type: application/json\r\nCe-Specversion: 1.0\r\nCe-Id: 1\r\nCe-Source: bench\r\n"+
 		"Ce-Type: bench.event\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	for _, lean := range []bool{true, false} {
-		name := "net/http"
-		if lean {
-			name = "lean"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := start(b, h, WithLeanHTTP1(lean))
+	for _, tc := range []struct {
+		name        string
+		lean, reuse bool
+	}{{"lean/reuse", true, true}, {"lean", true, false}, {"net/http", false, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := start(b, h, WithLeanHTTP1(tc.lean), WithRequestReuse(tc.reuse))
 			c, err := net.Dial("tcp", s.Addr().String())
 			if err != nil {
 				b.Fatal(err)

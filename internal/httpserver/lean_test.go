@@ -107,11 +107,12 @@ func exchange(t *testing.T, addr, raw string) []string {
 
 const post = "POST /ns/b HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nCe-Id: 1\r\nContent-Length: 2\r\n\r\n{}"
 
-// TestLeanAnswersAsNetHTTP sends the same bytes to a server with the lean path and to
-// one without, and wants the same responses: the requests the lean path takes and those
-// it hands to net/http alike.
+// TestLeanAnswersAsNetHTTP sends the same bytes to servers with the lean path (building
+// each request anew, or reusing the connection's) and to one without, and wants the same
+// responses: the requests the lean path takes and those it hands to net/http alike.
 func TestLeanAnswersAsNetHTTP(t *testing.T) {
 	lean := start(t, echo, WithMaxHeaderBytes(4<<10))
+	reuse := start(t, echo, WithMaxHeaderBytes(4<<10), WithRequestReuse(true))
 	std := start(t, echo, WithMaxHeaderBytes(4<<10), WithLeanHTTP1(false))
 	big := strings.Repeat("x", 10<<10)
 	huge := strings.Repeat("y", 100<<10)
@@ -121,6 +122,8 @@ func TestLeanAnswersAsNetHTTP(t *testing.T) {
 		{"query", "POST /ns/b?x=1&y=%20 HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nz"},
 		{"percent-encoded path", "POST /ns/b%2Fc HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"},
 		{"pipelined", post + post + "POST /ns/c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"},
+		{"fewer headers than the request before", "POST /ns/b?q HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nX-A: 2\r\nX-B: 3\r\nX-C: 4\r\nContent-Length: 0\r\n\r\n" + post +
+			"POST /ns/c HTTP/1.1\r\nHost: h\r\nX-A: 5\r\nContent-Length: 0\r\n\r\n"},
 		{"lean then net/http on one connection", post + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n" + post},
 		{"body beyond the pooled buffer", "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 10240\r\n\r\n" + big + post},
 		{"body beyond the lean limit", "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 102400\r\n\r\n" + huge + post},
@@ -149,10 +152,11 @@ func TestLeanAnswersAsNetHTTP(t *testing.T) {
 		{"handler closes", "POST /close HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" + post},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := exchange(t, lean.Addr().String(), tc.raw)
 			want := exchange(t, std.Addr().String(), tc.raw)
-			if !slices.Equal(got, want) {
-				t.Errorf("lean path answered\n%q\nnet/http answered\n%q", got, want)
+			for name, s := range map[string]*Server{"lean path": lean, "lean path reusing requests": reuse} {
+				if got := exchange(t, s.Addr().String(), tc.raw); !slices.Equal(got, want) {
+					t.Errorf("%s answered\n%q\nnet/http answered\n%q", name, got, want)
+				}
 			}
 			if len(want) == 0 && tc.name != "handler panics" {
 				t.Errorf("no answer at all: the case tests nothing")

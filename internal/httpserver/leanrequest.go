@@ -96,13 +96,31 @@ func parseLeanHead(head []byte, h *leanHead) bool {
 	}
 }
 
-// request builds the *http.Request of a head parseLeanHead took, as a copy of blank
-// (which carries the context): s is the head as a string (one allocation; the target,
-// host and every header value are substrings of it) and canon the header-name table
-// (canonicalNames).
-func (h *leanHead) request(blank *http.Request, head []byte, s string, canon map[string]string) *http.Request {
-	hdr := make(http.Header, len(h.fields))
-	vals := make([]string, len(h.fields))
+// leanReq is what a request the lean path builds is made of: with WithRequestReuse, a
+// connection keeps one and rebuilds it for each of its requests, header map included,
+// so that building one allocates nothing but the head string.
+type leanReq struct {
+	r    http.Request
+	u    url.URL
+	hdr  http.Header
+	vals []string
+}
+
+// request builds the *http.Request of a head parseLeanHead took in into (a fresh one if
+// into is nil), as a copy of blank (which carries the context): s is the head as a string
+// (one allocation; the target, host and every header value are substrings of it) and
+// canon the header-name table (canonicalNames).
+func (h *leanHead) request(into *leanReq, blank *http.Request, head []byte, s string, canon map[string]string) *http.Request {
+	if into == nil {
+		into = &leanReq{hdr: make(http.Header, len(h.fields))}
+	} else {
+		clear(into.hdr)
+	}
+	hdr := into.hdr
+	if cap(into.vals) < len(h.fields) {
+		into.vals = make([]string, len(h.fields))
+	}
+	vals := into.vals[:len(h.fields)]
 	for i, f := range h.fields {
 		name := head[f.name.start:f.name.end]
 		key, ok := canon[string(name)]
@@ -117,11 +135,12 @@ func (h *leanHead) request(blank *http.Request, head []byte, s string, canon map
 		}
 	}
 	target := s[h.target.start:h.target.end]
-	u := &url.URL{Path: target}
+	u := &into.u
+	*u = url.URL{Path: target}
 	if i := strings.IndexByte(target, '?'); i >= 0 {
 		u.Path, u.RawQuery = target[:i], target[i+1:]
 	}
-	r := new(http.Request)
+	r := &into.r
 	*r = *blank // its context: http.Request has no other way to set one without a copy
 	r.Method = http.MethodPost
 	r.URL = u

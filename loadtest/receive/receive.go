@@ -370,7 +370,8 @@ const maxAnswerTime = 10 * time.Minute
 // ln: it is closed on error too.
 func NewServer(ln net.Listener, r *Receiver) (*httpserver.Server, error) {
 	srv, err := httpserver.New(ln, r, httpserver.WithReadHeaderTimeout(10*time.Second),
-		httpserver.WithIdleTimeout(120*time.Second), httpserver.WithWriteTimeout(maxAnswerTime))
+		httpserver.WithIdleTimeout(120*time.Second), httpserver.WithWriteTimeout(maxAnswerTime),
+		httpserver.WithRequestReuse(true)) // ServeHTTP keeps nothing of a request past its return
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("receive: %w", err)
