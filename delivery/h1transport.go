@@ -147,7 +147,9 @@ func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Requ
 		stop()
 		return nil, true, ctxErr(ctx, dl, err)
 	}
-	resp, err = readFinalResponse(pc.br, req)
+	if resp = leanResponse(pc.br); resp == nil {
+		resp, err = readFinalResponse(pc.br, req)
+	}
 	if err != nil {
 		stop()
 		return nil, false, ctxErr(ctx, dl, err)
