@@ -109,8 +109,8 @@ type leanReq struct {
 // request builds the *http.Request of a head parseLeanHead took in into (a fresh one if
 // into is nil), as a copy of blank (which carries the context): s is the head as a string
 // (one allocation; the target, host and every header value are substrings of it) and
-// canon the header-name table (canonicalNames).
-func (h *leanHead) request(into *leanReq, blank *http.Request, head []byte, s string, canon map[string]string) *http.Request {
+// canon the server's header names (canon.go).
+func (h *leanHead) request(into *leanReq, blank *http.Request, head []byte, s string, canon *canonNames) *http.Request {
 	if into == nil {
 		into = &leanReq{hdr: make(http.Header, len(h.fields))}
 	} else {
@@ -122,11 +122,7 @@ func (h *leanHead) request(into *leanReq, blank *http.Request, head []byte, s st
 	}
 	vals := into.vals[:len(h.fields)]
 	for i, f := range h.fields {
-		name := head[f.name.start:f.name.end]
-		key, ok := canon[string(name)]
-		if !ok {
-			key = http.CanonicalHeaderKey(string(name))
-		}
+		key := canon.key(head[f.name.start:f.name.end])
 		vals[i] = s[f.value.start:f.value.end]
 		if vs, ok := hdr[key]; ok {
 			hdr[key] = append(vs, vals[i])
@@ -276,23 +272,4 @@ func equalFold(b []byte, s string) bool {
 		}
 	}
 	return true
-}
-
-// canonicalNames maps the spellings clients use of the common header names to their
-// canonical form, so that building a request's header allocates no key. Other names are
-// canonicalised with http.CanonicalHeaderKey.
-func canonicalNames() map[string]string {
-	names := []string{
-		"Accept", "Accept-Encoding", "Authorization", "Connection", "Content-Length",
-		"Content-Type", "User-Agent", "Traceparent", "Tracestate", "Baggage",
-		"Ce-Id", "Ce-Source", "Ce-Specversion", "Ce-Type", "Ce-Time", "Ce-Subject",
-		"Ce-Dataschema", "Ce-Partitionkey", "Ce-Knativearrivaltime", "X-Request-Id",
-	}
-	m := make(map[string]string, 3*len(names))
-	for _, n := range names {
-		m[n] = n
-		m[string(bytes.ToLower([]byte(n)))] = n
-		m[string(bytes.ToUpper([]byte(n)))] = n
-	}
-	return m
 }

@@ -22,7 +22,7 @@ func FuzzLeanHead(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	canon := canonicalNames()
+	canon := newCanonNames()
 	blank := (&http.Request{}).WithContext(f.Context())
 	reused := &leanReq{hdr: make(http.Header)}
 	f.Fuzz(func(t *testing.T, head []byte) {

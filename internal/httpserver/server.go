@@ -161,7 +161,7 @@ type Server struct {
 	lean    bool
 	handoff *handoffListener // net/http serves the connections handed to it
 	bufs    sync.Pool        // of *[]byte, leanBufSize
-	canon   map[string]string
+	canon   *canonNames
 	date    dateCache
 	// blank is an empty request but for its context (cancelled by Close): each lean
 	// request starts as a copy of it, one allocation where WithContext makes two.
@@ -292,7 +292,7 @@ func (s *Server) initLean(ln net.Listener) {
 	s.lean = true
 	s.handoff = newHandoffListener(s.ln.Addr())
 	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
-	s.canon = canonicalNames()
+	s.canon = newCanonNames()
 	var base context.Context
 	base, s.cancel = context.WithCancel(context.Background())
 	s.blank = (&http.Request{}).WithContext(base)
