@@ -69,6 +69,48 @@ type h1Conn struct {
 	br       *bufio.Reader
 	host     string
 	lastUsed time.Time
+
+	// The context whose end interrupts the connection's I/O (watch): registered once
+	// for as long as the same context uses the connection, not at every exchange.
+	watchMu sync.Mutex
+	watched context.Context
+	unwatch func() bool
+}
+
+// watch makes the end of ctx interrupt pc's I/O, through its deadline, from now until
+// pc is closed or watches another context. Called by the connection's user only.
+func (pc *h1Conn) watch(ctx context.Context) {
+	if pc.watched == ctx {
+		return
+	}
+	pc.watchMu.Lock()
+	defer pc.watchMu.Unlock()
+	if pc.unwatch != nil {
+		pc.unwatch()
+	}
+	pc.watched = ctx
+	pc.unwatch = context.AfterFunc(ctx, func() {
+		pc.watchMu.Lock()
+		defer pc.watchMu.Unlock()
+		if pc.watched == ctx { // not handed on to another context meanwhile
+			pc.c.SetDeadline(time.Unix(1, 0))
+		}
+	})
+}
+
+// interrupted reports whether the context pc watches has ended: its I/O may have been
+// cut short, and it is not to be reused.
+func (pc *h1Conn) interrupted() bool { return pc.watched != nil && pc.watched.Err() != nil }
+
+// close closes the connection and forgets the context it watched.
+func (pc *h1Conn) close() {
+	pc.watchMu.Lock()
+	if pc.unwatch != nil {
+		pc.unwatch()
+	}
+	pc.watched, pc.unwatch = nil, nil
+	pc.watchMu.Unlock()
+	pc.c.Close()
 }
 
 // Defaults of the delivery client's connection pool.
@@ -136,25 +178,23 @@ func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, dl time.
 // as the connection's deadline. sentNothing reports a failure before any byte of
 // response arrived.
 func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Request, pc *h1Conn, buf []byte) (resp *http.Response, sentNothing bool, err error) {
+	// Cancellation (shutdown) interrupts the I/O through the deadline: once ctx has
+	// ended, the deadline set here is moved to the past.
+	pc.watch(ctx)
 	pc.c.SetDeadline(dl)
-	// Cancellation (shutdown) interrupts the I/O through the deadline.
-	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(time.Unix(1, 0)) })
 	if _, err := pc.c.Write(buf); err != nil {
-		stop()
 		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if _, err := pc.br.Peek(1); err != nil {
-		stop()
 		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if resp = leanResponse(pc.br); resp == nil {
 		resp, err = readFinalResponse(pc.br, req)
 	}
 	if err != nil {
-		stop()
 		return nil, false, ctxErr(ctx, dl, err)
 	}
-	resp.Body = &h1Body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
+	resp.Body = &h1Body{rc: resp.Body, t: t, pc: pc, keep: !resp.Close, eof: resp.Body == http.NoBody}
 	return resp, false, nil
 }
 
@@ -217,7 +257,7 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 				return pc, true, nil
 			}
 			h.open--
-			pc.c.Close()
+			pc.close()
 		}
 		if h.open < t.maxConns {
 			h.open++
@@ -265,7 +305,7 @@ func signal(c chan struct{}) {
 
 // close closes pc and frees its place in its host's pool.
 func (t *h1Transport) close(pc *h1Conn) {
-	pc.c.Close()
+	pc.close()
 	t.release(pc.host)
 }
 
@@ -351,7 +391,7 @@ func (t *h1Transport) sweep() {
 		}
 		t.mu.Unlock()
 		for _, pc := range expired {
-			pc.c.Close()
+			pc.close()
 		}
 		if left == 0 {
 			return
@@ -376,7 +416,7 @@ func (t *h1Transport) closeIdle(match func(host string) bool) {
 	}
 	t.mu.Unlock()
 	for _, pc := range idle {
-		pc.c.Close()
+		pc.close()
 	}
 	signal(t.kick) // the janitor, if it runs, sees whether anything is left
 }
@@ -426,7 +466,6 @@ type h1Body struct {
 	rc   io.ReadCloser
 	t    *h1Transport
 	pc   *h1Conn
-	stop func() bool
 	keep bool // the connection may be reused after this response
 	eof  bool
 	done bool
@@ -447,8 +486,7 @@ func (b *h1Body) Close() error {
 		return nil
 	}
 	b.done = true
-	stopped := b.stop()
-	if b.eof && b.keep && stopped && b.pc.br.Buffered() == 0 {
+	if b.eof && b.keep && !b.pc.interrupted() && b.pc.br.Buffered() == 0 {
 		b.t.put(b.pc)
 		return nil
 	}

@@ -145,6 +145,32 @@ func TestH1TransportTimeoutAndCancel(t *testing.T) {
 	}
 }
 
+// TestH1TransportConnOutlivesItsContext: a connection a context used, which ended
+// while the connection sat idle, serves the next context's requests, uninterrupted.
+func TestH1TransportConnOutlivesItsContext(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	conns := countConns(srv)
+	srv.Start()
+	defer srv.Close()
+	h1 := newTestH1()
+	first, cancel := context.WithCancel(context.Background())
+	if _, _, err := post(t, h1, first, srv.URL, "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(20 * time.Millisecond) // the end of first reaches the idle connection
+	for i := range 3 {
+		if resp, _, err := post(t, h1, context.Background(), srv.URL, "x", nil); err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("request %d after the first context ended: %v", i, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want the first one throughout", n)
+	}
+}
+
 func TestH1TransportRejectsHeaderInjection(t *testing.T) {
 	h1 := newTestH1()
 	for _, h := range []http.Header{{"X-A": {"v\r\nX-Evil: 1"}}, {"Bad Name": {"v"}}} {
