@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"container/list"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -26,17 +25,29 @@ const admitPoll = time.Millisecond
 // counted against the memory channel's budget, so that one freed slot lets in one
 // waiter, not all of them.
 type admitQueue struct {
-	mu      sync.Mutex
-	waiting list.List // of *admitWaiter, oldest first
-	n       atomic.Int64
-	pending atomic.Int64
+	mu          sync.Mutex
+	front, back *admitWaiter // oldest first, linked through next
+	n           atomic.Int64
+	pending     atomic.Int64
 }
 
+// admitWaiter is a request in the queue. Waiters are pooled (admitWaiters) with their
+// channel and ticker: under overload every request waits, and a new waiter, channel,
+// list element and ticker each time were a fifth of the objects the broker allocated
+// per event.
 type admitWaiter struct {
-	n    int64         // the request's Content-Length
-	turn chan struct{} // receives when this waiter becomes the oldest
-	el   *list.Element
+	n          int64         // the request's Content-Length
+	turn       chan struct{} // receives when this waiter becomes the oldest
+	poll       *time.Ticker  // the oldest waiter's, every admitPoll; stopped when not in use
+	polling    bool          // poll runs
+	prev, next *admitWaiter
 }
+
+var admitWaiters = sync.Pool{New: func() any {
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	return &admitWaiter{turn: make(chan struct{}, 1), poll: t}
+}}
 
 // busy reports whether requests are waiting.
 func (q *admitQueue) busy() bool { return q.n.Load() > 0 }
@@ -45,17 +56,19 @@ func (q *admitQueue) busy() bool { return q.n.Load() > 0 }
 // for it, after which the caller must call q.stored(n) when it has stored the request
 // or failed to; it returns false if that did not happen within d or before ctx ended.
 //
-// Only the oldest waiter has a ticker; the others are parked on their turn. Deadlines
-// grow from the front of the queue to the back, so a waiter whose time is up is the
-// oldest or becomes it once those before it are let in or run out of time, and checks
-// its deadline as soon as it has the turn: none waits much longer than d.
+// Only the oldest waiter polls; the others are parked on their turn. Deadlines grow
+// from the front of the queue to the back, so a waiter whose time is up is the oldest
+// or becomes it once those before it are let in or run out of time, and checks its
+// deadline as soon as it has the turn: none waits much longer than d.
 func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit func() bool) bool {
 	deadline := time.Now().Add(d)
-	w := &admitWaiter{n: n, turn: make(chan struct{}, 1)}
+	w := admitWaiters.Get().(*admitWaiter)
+	w.n = n
+	defer q.recycle(w)
 	q.mu.Lock()
-	w.el = q.waiting.PushBack(w)
+	q.pushBack(w)
 	q.n.Add(1)
-	if q.waiting.Front() == w.el {
+	if q.front == w {
 		w.turn <- struct{}{}
 	}
 	q.mu.Unlock()
@@ -65,7 +78,6 @@ func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit f
 		q.leave(w, false)
 		return false
 	}
-	var poll *time.Ticker
 	for {
 		if admit() {
 			q.leave(w, true)
@@ -75,12 +87,12 @@ func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit f
 			q.leave(w, false)
 			return false
 		}
-		if poll == nil {
-			poll = time.NewTicker(admitPoll)
-			defer poll.Stop()
+		if !w.polling {
+			w.poll.Reset(admitPoll)
+			w.polling = true
 		}
 		select {
-		case <-poll.C:
+		case <-w.poll.C:
 		case <-ctx.Done():
 			q.leave(w, false)
 			return false
@@ -88,19 +100,61 @@ func (q *admitQueue) wait(ctx context.Context, n int64, d time.Duration, admit f
 	}
 }
 
+// recycle returns w, out of the queue, to the pool: its ticker stopped (a stopped
+// ticker's channel delivers nothing stale since Go 1.23) and its turn channel empty (a
+// turn may have been handed to it as it left).
+func (q *admitQueue) recycle(w *admitWaiter) {
+	if w.polling {
+		w.poll.Stop()
+		w.polling = false
+	}
+	select {
+	case <-w.turn:
+	default:
+	}
+	w.n, w.prev, w.next = 0, nil, nil
+	admitWaiters.Put(w)
+}
+
+// pushBack appends w to the queue; called with q.mu held.
+func (q *admitQueue) pushBack(w *admitWaiter) {
+	w.prev, w.next = q.back, nil
+	if q.back != nil {
+		q.back.next = w
+	} else {
+		q.front = w
+	}
+	q.back = w
+}
+
+// remove unlinks w from the queue; called with q.mu held.
+func (q *admitQueue) remove(w *admitWaiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.front = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.back = w.prev
+	}
+	w.prev, w.next = nil, nil
+}
+
 // leave takes w out of the queue (counting its bytes as pending when it was let in) and
 // hands the turn to the next waiter if w had it.
 func (q *admitQueue) leave(w *admitWaiter, admitted bool) {
 	q.mu.Lock()
-	first := q.waiting.Front() == w.el
-	q.waiting.Remove(w.el)
+	first := q.front == w
+	q.remove(w)
 	q.n.Add(-1)
 	if admitted {
 		q.pending.Add(w.n)
 	}
-	if next := q.waiting.Front(); first && next != nil {
+	if next := q.front; first && next != nil {
 		select {
-		case next.Value.(*admitWaiter).turn <- struct{}{}:
+		case next.turn <- struct{}{}:
 		default:
 		}
 	}

@@ -69,8 +69,8 @@ func TestAdmitQueueOrder(t *testing.T) {
 	for range n {
 		q.stored(100)
 	}
-	if q.busy() || q.pending.Load() != 0 || q.waiting.Len() != 0 {
-		t.Errorf("after all: busy %v, pending %d, queued %d", q.busy(), q.pending.Load(), q.waiting.Len())
+	if q.busy() || q.pending.Load() != 0 || q.front != nil || q.back != nil {
+		t.Errorf("after all: busy %v, pending %d, front %v, back %v", q.busy(), q.pending.Load(), q.front, q.back)
 	}
 }
 
@@ -153,5 +153,70 @@ func TestAdmitQueueBoundedWait(t *testing.T) {
 	}
 	if q.busy() || q.pending.Load() != 0 {
 		t.Errorf("after all gave up: busy %v, pending %d", q.busy(), q.pending.Load())
+	}
+}
+
+// TestAdmitQueueLeaveFromTheMiddle: a waiter behind the oldest whose context ends leaves
+// the queue whole: those before and after it are let in, in order, and the queue ends
+// empty; the waiters, pooled, serve the next round the same way.
+func TestAdmitQueueLeaveFromTheMiddle(t *testing.T) {
+	var q admitQueue
+	var room atomic.Int64
+	admit := func() bool { // takes a unit of room if there is one
+		if room.Add(-1) >= 0 {
+			return true
+		}
+		room.Add(1)
+		return false
+	}
+	for round := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		results := make([]chan bool, 3)
+		for i := range results {
+			results[i] = make(chan bool, 1)
+			wctx := context.Background()
+			if i == 1 {
+				wctx = ctx
+			}
+			go func() { results[i] <- q.wait(wctx, 1, 5*time.Second, admit) }()
+			for q.n.Load() != int64(i+1) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		cancel()
+		if <-results[1] {
+			t.Fatalf("round %d: the middle waiter was admitted after its context ended", round)
+		}
+		room.Store(1)
+		if !<-results[0] {
+			t.Fatalf("round %d: the oldest waiter was not admitted", round)
+		}
+		select {
+		case <-results[2]:
+			t.Fatalf("round %d: the last waiter was let in without room", round)
+		case <-time.After(20 * time.Millisecond):
+		}
+		room.Store(1)
+		if !<-results[2] {
+			t.Fatalf("round %d: the last waiter was not admitted", round)
+		}
+		q.stored(2)
+		if q.busy() || q.front != nil || q.back != nil || q.pending.Load() != 0 {
+			t.Fatalf("round %d: after all: busy %v, front %v, back %v, pending %d", round, q.busy(), q.front, q.back, q.pending.Load())
+		}
+	}
+}
+
+// BenchmarkAdmitQueueWait is one request's way through the queue when room comes at
+// once: queued, given the turn, let in, gone (go test -bench AdmitQueue -benchmem).
+func BenchmarkAdmitQueueWait(b *testing.B) {
+	var q admitQueue
+	admit := func() bool { return true }
+	b.ReportAllocs()
+	for b.Loop() {
+		if !q.wait(context.Background(), 1, time.Second, admit) {
+			b.Fatal("not admitted")
+		}
+		q.stored(1)
 	}
 }
