@@ -58,7 +58,6 @@ type leanConn struct {
 
 	blank  *http.Request // the server's, or one carrying WithConnContext's context
 	onIdle func()        // WithConnContext's; nil without
-	req    *leanReq      // reused for every request (WithRequestReuse); nil: a new one each
 
 	// The raw read's and write's callbacks, bound once, and what they share with read and
 	// write: a closure over their locals would escape to the heap, five objects per call.
@@ -104,9 +103,6 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 	}
 	c.w.header = make(http.Header)
 	c.readFn, c.writeFn = c.readRaw, c.writeRaw
-	if s.opts.reuseRequests {
-		c.req = &leanReq{hdr: make(http.Header)}
-	}
 	return c, nil
 }
 
@@ -179,12 +175,20 @@ func bareLF(b []byte) bool {
 func (c *leanConn) serveOne(total int) bool {
 	b := *c.buf
 	head := b[:c.headLen]
-	r := c.head.request(c.req, c.blank, head, string(head), c.srv.canon)
+	var into *leanReq // WithRequestReuse: the one the last request done on this core used
+	if c.srv.opts.reuseRequests {
+		into = c.srv.reqs.Get().(*leanReq)
+	}
+	r := c.head.request(into, c.blank, head, string(head), c.srv.canon)
 	r.RemoteAddr = c.remote
 	c.body.Reset(b[c.headLen:total])
 	r.Body = &c.body
 	c.w.reset(c)
-	if !c.handle(r) {
+	ok := c.handle(r)
+	if into != nil {
+		c.srv.reqs.Put(into)
+	}
+	if !ok {
 		return false
 	}
 	err := c.w.finish()

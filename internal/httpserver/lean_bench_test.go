@@ -12,7 +12,7 @@ import (
 
 // BenchmarkServe is why the lean path exists: one keep-alive connection posting 2 KiB
 // binary-mode events, answered 202 by a handler that reads the body, with the lean path
-// (building a request per request, or reusing the connection's: WithRequestReuse) and
+// (building a request per request, or reusing a pooled one: WithRequestReuse) and
 // without it. ns/op and allocs/op are the round trip's, client included; compare them
 // from one run (go test -bench Serve -benchmem ./internal/httpserver/).
 func BenchmarkServe(b *testing.B) {

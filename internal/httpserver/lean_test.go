@@ -108,7 +108,7 @@ func exchange(t *testing.T, addr, raw string) []string {
 const post = "POST /ns/b HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nCe-Id: 1\r\nContent-Length: 2\r\n\r\n{}"
 
 // TestLeanAnswersAsNetHTTP sends the same bytes to servers with the lean path (building
-// each request anew, or reusing the connection's) and to one without, and wants the same
+// each request anew, or reusing pooled ones) and to one without, and wants the same
 // responses: the requests the lean path takes and those it hands to net/http alike.
 func TestLeanAnswersAsNetHTTP(t *testing.T) {
 	lean := start(t, echo, WithMaxHeaderBytes(4<<10))

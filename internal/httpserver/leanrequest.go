@@ -96,9 +96,9 @@ func parseLeanHead(head []byte, h *leanHead) bool {
 	}
 }
 
-// leanReq is what a request the lean path builds is made of: with WithRequestReuse, a
-// connection keeps one and rebuilds it for each of its requests, header map included,
-// so that building one allocates nothing but the head string.
+// leanReq is what a request the lean path builds is made of: with WithRequestReuse,
+// they are pooled and rebuilt for each request, header map included, so that building
+// one allocates nothing but the head string.
 type leanReq struct {
 	r    http.Request
 	u    url.URL

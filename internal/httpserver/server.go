@@ -96,12 +96,13 @@ func WithClientCA(file string, require bool) Option {
 // everything else by net/http. Without TLS only. Default on.
 func WithLeanHTTP1(on bool) Option { return func(o *options) { o.lean = on } }
 
-// WithRequestReuse lets the lean path build each request of a connection in the same
-// *http.Request, header map and URL, rebuilt when the next request is read, instead of
-// allocating new ones: a quarter of the bytes the broker allocates per event. A handler
-// served so must not keep the request, its Header or URL (or a slice of its Header's
-// values) past its return; the strings in them it may keep. net/http's requests are never
-// reused. Default off.
+// WithRequestReuse lets the lean path build requests in *http.Requests, header maps and
+// URLs that earlier requests used, pooled (the one last done on the same core, still in
+// its cache, rather than one per connection, which with thousands of connections is
+// not), instead of allocating new ones: a quarter of the bytes the broker allocated per
+// event. A handler served so must not keep the request, its Header or URL (or a slice of
+// its Header's values) past its return; the strings in them it may keep. net/http's
+// requests are never reused. Default off.
 func WithRequestReuse(on bool) Option { return func(o *options) { o.reuseRequests = on } }
 
 // WithConnContext sets f, called once for each connection the lean path serves with the
@@ -162,6 +163,7 @@ type Server struct {
 	handoff *handoffListener // net/http serves the connections handed to it
 	bufs    sync.Pool        // of *[]byte, leanBufSize
 	canon   *canonNames
+	reqs    sync.Pool // of *leanReq (WithRequestReuse)
 	date    dateCache
 	// blank is an empty request but for its context (cancelled by Close): each lean
 	// request starts as a copy of it, one allocation where WithContext makes two.
@@ -293,6 +295,7 @@ func (s *Server) initLean(ln net.Listener) {
 	s.handoff = newHandoffListener(s.ln.Addr())
 	s.bufs.New = func() any { b := make([]byte, leanBufSize); return &b }
 	s.canon = newCanonNames()
+	s.reqs.New = func() any { return &leanReq{hdr: make(http.Header)} }
 	var base context.Context
 	base, s.cancel = context.WithCancel(context.Background())
 	s.blank = (&http.Request{}).WithContext(base)
