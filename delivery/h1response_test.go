@@ -8,7 +8,10 @@ import (
 	"testing"
 )
 
-// leanResponseSeeds are responses the lean reader takes and a few it leaves to net/http.
+// leanResponseSeeds are responses for the lean reader: the first leanSeedsTaken it takes,
+// the others it leaves to net/http.
+const leanSeedsTaken = 3
+
 var leanResponseSeeds = []string{
 	"HTTP/1.1 202 Accepted\r\nDate: Tue, 24 Nov 2026 04:00:00 GMT\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\ncontent-length:0\r\nConnection: close\r\nServer: x\r\n\r\nHTTP/1.1 202 Accepted\r\n",
@@ -81,7 +84,7 @@ func TestLeanResponseTakes(t *testing.T) {
 		br := bufio.NewReader(bytes.NewReader([]byte(s)))
 		br.Peek(1)
 		got := leanResponse(br) != nil
-		if want := i < 3; got != want {
+		if want := i < leanSeedsTaken; got != want {
 			t.Errorf("%q: taken %v, want %v", s, got, want)
 		}
 	}
