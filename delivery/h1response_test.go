@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// leanResponseSeeds are responses for the lean reader: the first leanSeedsTaken it takes,
-// the others it leaves to net/http.
+// leanSeedsTaken is how many of leanResponseSeeds, from the first, the lean reader takes.
 const leanSeedsTaken = 3
 
+// leanResponseSeeds are responses for the lean reader: the first leanSeedsTaken it takes,
+// the others it leaves to net/http.
 var leanResponseSeeds = []string{
 	"HTTP/1.1 202 Accepted\r\nDate: Tue, 24 Nov 2026 04:00:00 GMT\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\ncontent-length:0\r\nConnection: close\r\nServer: x\r\n\r\nHTTP/1.1 202 Accepted\r\n",
