@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+
+	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
 // The answer most deliveries get is the plainest there is: "HTTP/1.1 202 Accepted", a
@@ -39,19 +41,19 @@ func leanResponse(br *bufio.Reader) *http.Response {
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
-		case asciiEqualFold(name, "Content-Length"):
+		case httpascii.EqualFold(name, "Content-Length"):
 			if length || string(value) != "0" {
 				return nil
 			}
 			length = true
-		case asciiEqualFold(name, "Connection"):
+		case httpascii.EqualFold(name, "Connection"):
 			switch {
-			case asciiEqualFold(value, "close"):
+			case httpascii.EqualFold(value, "close"):
 				closing = true
-			case !asciiEqualFold(value, "keep-alive"):
+			case !httpascii.EqualFold(value, "keep-alive"):
 				return nil
 			}
-		case asciiEqualFold(name, "Date"), asciiEqualFold(name, "Server"):
+		case httpascii.EqualFold(name, "Date"), httpascii.EqualFold(name, "Server"):
 		default:
 			return nil
 		}
@@ -107,10 +109,4 @@ func plainValue(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// asciiEqualFold reports whether b equals the ASCII string s, ignoring case; b is ASCII
-// (plainValue), so that no Unicode folding (ſ for s, K for k) comes into it.
-func asciiEqualFold(b []byte, s string) bool {
-	return len(b) == len(s) && bytes.EqualFold(b, []byte(s))
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
 // The lean path's request parser. It understands the plainest HTTP/1.1 request — a POST
@@ -72,23 +74,23 @@ func parseLeanHead(head []byte, h *leanHead) bool {
 		}
 		f := field{name: span{start, start + colon}, value: span{start + vs, start + ve}}
 		switch {
-		case equalFold(name, "Host"):
+		case httpascii.EqualFold(name, "Host"):
 			if h.hasHost || !validHost(value) {
 				return false
 			}
 			h.host, h.hasHost = f.value, true
 			continue
-		case equalFold(name, "Content-Length"):
+		case httpascii.EqualFold(name, "Content-Length"):
 			if h.contentLen >= 0 {
 				return false
 			}
 			if h.contentLen = parseLength(value); h.contentLen < 0 {
 				return false
 			}
-		case equalFold(name, "Transfer-Encoding"), equalFold(name, "Expect"), equalFold(name, "Upgrade"):
+		case httpascii.EqualFold(name, "Transfer-Encoding"), httpascii.EqualFold(name, "Expect"), httpascii.EqualFold(name, "Upgrade"):
 			return false
-		case equalFold(name, "Connection"):
-			if !equalFold(value, "keep-alive") {
+		case httpascii.EqualFold(name, "Connection"):
+			if !httpascii.EqualFold(value, "keep-alive") {
 				return false
 			}
 		}
@@ -258,18 +260,4 @@ func parseLength(v []byte) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
-}
-
-// equalFold reports whether b equals the ASCII string s, ignoring case.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c, d := b[i], s[i]
-		if c|0x20 != d|0x20 || (c|0x20 < 'a' || c|0x20 > 'z') && c != d {
-			return false
-		}
-	}
-	return true
 }

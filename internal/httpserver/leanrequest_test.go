@@ -59,19 +59,3 @@ func checkLeanRequest(t *testing.T, head []byte, got, want *http.Request) {
 		t.Fatalf("%q: lean header %q; net/http %q", head, got.Header, want.Header)
 	}
 }
-
-func TestEqualFold(t *testing.T) {
-	for _, tc := range []struct {
-		b, s string
-		want bool
-	}{
-		{"host", "Host", true}, {"HOST", "Host", true}, {"Hosts", "Host", false},
-		{"content-length", "Content-Length", true}, {"content\rlength", "Content-Length", false},
-		{"content_length", "Content-Length", false}, {"Content-Lengt", "Content-Length", false},
-		{"[ost", "{ost", false}, {"@", "`", false},
-	} {
-		if got := equalFold([]byte(tc.b), tc.s); got != tc.want {
-			t.Errorf("equalFold(%q, %q) = %v, want %v", tc.b, tc.s, got, tc.want)
-		}
-	}
-}

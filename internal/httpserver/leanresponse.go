@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
 // leanResponse is the http.ResponseWriter of the lean path. It writes what net/http's
@@ -144,7 +146,7 @@ func (w *leanResponse) appendHead(b, body []byte, complete bool) []byte {
 	for k, vs := range w.header {
 		if k == "Connection" {
 			for _, v := range vs {
-				w.close = w.close || equalFold([]byte(v), "close")
+				w.close = w.close || httpascii.EqualFold([]byte(v), "close")
 			}
 		}
 		for _, v := range vs {
