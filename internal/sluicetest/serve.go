@@ -1,5 +1,5 @@
-// Package sluicetest starts `sluice serve` processes for the end-to-end, cluster and
-// fault tests: the start, the wait for the ingest URL and for /readyz, and the reading of
+// Package sluicetest starts `sluice serve` processes for the end-to-end, cluster, fault
+// and deploy tests (and reads the ingest URL for the bench suite's own start): the start, the wait for the ingest URL and for /readyz, and the reading of
 // /metrics that each of those suites needs alike. How a process is stopped stays with
 // each suite (their tests kill, restart and time processes differently).
 package sluicetest
@@ -7,6 +7,7 @@ package sluicetest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -41,17 +42,7 @@ func Start(t testing.TB, bin string, timeout time.Duration, args ...string) *Ser
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok && !sent {
-				urls <- u
-				sent = true
-			}
-		}
-	}()
+	urls := IngestURL(stdout)
 	go func() { s.Exited <- cmd.Wait() }()
 	select {
 	case u := <-urls:
@@ -68,6 +59,26 @@ func Start(t testing.TB, bin string, timeout time.Duration, args ...string) *Ser
 		t.Fatalf("sluice serve did not print its ingest URL in %s\n%s", timeout, s.Logs)
 	}
 	return s
+}
+
+// IngestURL reads the standard output of `sluice serve` and sends on the channel it
+// returns the first ingest URL the process prints ("ingest: URL"). It reads r to its
+// end (past a line too long to scan, too), so that the process never blocks on a full
+// pipe.
+func IngestURL(r io.Reader) <-chan string {
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sent := false
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok && !sent {
+				urls <- strings.TrimSpace(u)
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	return urls
 }
 
 // BaseOf returns the scheme and host of an ingest URL such as

@@ -2,6 +2,7 @@ package sluicetest
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -87,5 +88,31 @@ func TestWaitReady(t *testing.T) {
 	defer never.Close()
 	if err := WaitReady(never.URL, 150*time.Millisecond); err == nil {
 		t.Fatal("never ready: no error")
+	}
+}
+
+// TestIngestURL: the first ingest URL is sent, trimmed; the output is read to its end,
+// past later URLs and a line too long to scan, so that the writer never blocks.
+func TestIngestURL(t *testing.T) {
+	long := strings.Repeat("x", 100<<10) // beyond bufio.Scanner's 64 KiB line
+	out := "sluice serving\ningest: http://127.0.0.1:8080/a/b \ningest: http://127.0.0.1:8080/c/d\n" + long + "\nmore\n"
+	r, w := io.Pipe()
+	written := make(chan error, 1)
+	go func() { _, err := io.WriteString(w, out); w.Close(); written <- err }()
+	select {
+	case u := <-IngestURL(r):
+		if u != "http://127.0.0.1:8080/a/b" {
+			t.Errorf("IngestURL = %q, want the first URL, trimmed", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ingest URL")
+	}
+	select {
+	case err := <-written:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the output was not read to its end: the writer is blocked")
 	}
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat (100 on every
@@ -75,18 +75,7 @@ func startBroker(ctx context.Context, sluice, dir, cfg string, pinned bool, extr
 		return nil, fmt.Errorf("starting %s serve: %w", sluice, err)
 	}
 	b := &brokerProc{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "ingest: "); ok && !sent {
-				urls <- strings.TrimSpace(u)
-				sent = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
+	urls := sluicetest.IngestURL(out)
 	go func() {
 		b.waitErr = cmd.Wait()
 		logf.Close()
