@@ -66,10 +66,12 @@ type Consumer interface {
 	// by it: those waiting to be received plus those received and not yet acknowledged or
 	// released. Messages routed only to other subscriptions never count. Every backend
 	// means the same by it; a durable backend may report a value up to a fraction of a
-	// second old (jetstream asks its server at most every 100 ms; kafka adds the records
+	// second old (jetstream asks its server at most every 100 ms and moves the answer in
+	// between by what this process published and acknowledged; kafka adds the records
 	// it has not read yet, measured every lag interval and moved in between by what this
 	// process produced and fetched), and Len itself never blocks on the network for long.
-	// The broker's drain and the sluice_queue_depth metric read it.
+	// It must be cheap between those asks: ingress's backlog bound reads it up to every
+	// millisecond. The broker's drain and the sluice_queue_depth metric read it too.
 	Len() int
 	// Close stops the consumer. Unsettled messages stay stored in durable backends.
 	Close() error

@@ -28,7 +28,7 @@ type Channel struct {
 	metrics   *collector
 	conn      *connWatch
 
-	subjects sync.Map // subscription name -> subject
+	subs sync.Map // subscription name -> *subscription
 
 	mu        sync.Mutex
 	consumers map[*Consumer]struct{}
@@ -103,16 +103,27 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 // Stream returns the name of the broker's stream.
 func (c *Channel) Stream() string { return c.stream }
 
+// subscription is what this process knows of one subscription: its subject, and how
+// many messages it has published to it and acknowledged of it, which move
+// Consumer.Len's estimate between two asks of the server.
+type subscription struct {
+	subject   string
+	published atomic.Int64
+	acked     atomic.Int64
+}
+
+// sub returns the subscription called name.
+func (c *Channel) sub(name string) *subscription {
+	if s, ok := c.subs.Load(name); ok {
+		return s.(*subscription)
+	}
+	s, _ := c.subs.LoadOrStore(name, &subscription{subject: c.subjBase + hashToken(name)})
+	return s.(*subscription)
+}
+
 // subject returns the subject the messages for the subscription called name are stored
 // under.
-func (c *Channel) subject(name string) string {
-	if s, ok := c.subjects.Load(name); ok {
-		return s.(string)
-	}
-	s := c.subjBase + hashToken(name)
-	c.subjects.Store(name, s)
-	return s
-}
+func (c *Channel) subject(name string) string { return c.sub(name).subject }
 
 // durable returns the durable consumer name of the subscription called name.
 func (c *Channel) durable(name string) string {

@@ -357,6 +357,39 @@ func TestSharedConsumer(t *testing.T) {
 	t.Logf("split between replicas: %v", per)
 }
 
+// Between two asks of the server, Len moves its last answer by what this process
+// published to the subscription and acknowledged of it: ingress's backlog bound reads it
+// every millisecond, and a 100 ms old answer let whole bursts in (docs/overload.md).
+func TestLenBetweenAsks(t *testing.T) {
+	e := startServer(t, t.TempDir())
+	c := newChannel(t, connect(t, e), "demo/default")
+	cons := consume(t, c, "lagging").(*Consumer)
+	if got := cons.Len(); got != 0 {
+		t.Fatalf("lag %d before any publish, want 0", got)
+	}
+	cons.lagMu.Lock()
+	cons.lagAt = time.Now().Add(time.Hour) // no more asks: every answer below is the estimate
+	cons.lagMu.Unlock()
+	envs := make([]channel.Envelope, 5)
+	for i := range envs {
+		envs[i] = channel.Envelope{Event: testEvent(i, nil), Subscriptions: []string{"lagging", "other"}}
+	}
+	publish(t, c, envs...)
+	if got := cons.Len(); got != 5 {
+		t.Fatalf("lag %d after 5 published, want 5", got)
+	}
+	msgs := channeltest.ReceiveN(t, cons, 3, 5*time.Second)
+	for _, m := range msgs[:2] {
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs[2].Release() // still stored: still counted
+	if got := cons.Len(); got != 3 {
+		t.Fatalf("lag %d after 2 of 5 acknowledged, want 3", got)
+	}
+}
+
 func TestLen(t *testing.T) {
 	e := startServer(t, t.TempDir())
 	reg := prometheus.NewRegistry()

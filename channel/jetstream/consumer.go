@@ -48,10 +48,15 @@ type Consumer struct {
 	heldMu sync.Mutex
 	held   map[*message]struct{} // fetched and not settled, kept alive
 
+	sub *subscription // this process's publish and ack counts, for Len
+
 	lagMu sync.Mutex
 	jc    jetstream.Consumer // replaced by recreate
 	lagAt time.Time
 	lag   int
+	// sub's counts just before lag was asked for: Len moves lag by what this process
+	// published and acknowledged since.
+	lagPublished, lagAcked int64
 }
 
 var _ channel.Consumer = (*Consumer)(nil)
@@ -61,6 +66,7 @@ func newConsumer(ch *Channel, name string, jc jetstream.Consumer) *Consumer {
 	return &Consumer{
 		ch:     ch,
 		name:   name,
+		sub:    ch.sub(name),
 		jc:     jc,
 		log:    ch.log.With("subscription", name),
 		msgs:   make(chan *message, 2*ch.cfg.fetchBatch),
@@ -108,24 +114,35 @@ func (c *Consumer) signalSpace() {
 }
 
 // Len reports the subscription's lag: messages stored for it and not yet delivered, plus
-// messages delivered and not yet settled (across all replicas sharing it). The value is
-// asked of the server at most every 100ms; on error the last known value is returned.
+// messages delivered and not yet settled (across all replicas sharing it). The server is
+// asked at most every 100ms (on error the last answer is kept); in between the answer is
+// moved by what this process has published to the subscription and acknowledged of it
+// since, so that ingress's backlog bound (which reads Len every millisecond) follows
+// the backlog event by event instead of in 100 ms steps. Other replicas' publishes and
+// acknowledgements show at the next ask.
 func (c *Consumer) Len() int {
 	c.lagMu.Lock()
 	defer c.lagMu.Unlock()
-	if time.Since(c.lagAt) < lagCacheTTL {
-		return c.lag
+	if time.Since(c.lagAt) >= lagCacheTTL {
+		c.askLag()
 	}
+	n := int64(c.lag) + c.sub.published.Load() - c.lagPublished - (c.sub.acked.Load() - c.lagAcked)
+	return int(max(n, 0))
+}
+
+// askLag asks the server for the subscription's lag; called with lagMu held.
+func (c *Consumer) askLag() {
+	published, acked := c.sub.published.Load(), c.sub.acked.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
 	defer cancel()
 	info, err := c.jc.Info(ctx)
 	if err != nil {
 		c.log.Debug("jetstream consumer info failed", "err", err)
-		return c.lag
+		return
 	}
 	c.lag = int(info.NumPending) + info.NumAckPending
 	c.lagAt = time.Now()
-	return c.lag
+	c.lagPublished, c.lagAcked = published, acked
 }
 
 // Close stops fetching. Messages fetched but not yet received are handed back to the

@@ -37,6 +37,7 @@ func (m *message) Ack() error {
 		return errSettled
 	}
 	m.c.unhold(m)
+	m.c.sub.acked.Add(1)
 	if err := m.jm.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 		return fmt.Errorf("jetstream: ack: %w", unavailable(err))
 	}

@@ -80,11 +80,15 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		data := event.AppendBinary(slices.Grow((*ep)[:0], env.Event.Size()), env.Event)
 		*ep = data
 		encodings = append(encodings, ep)
-		for _, sub := range env.Subscriptions {
-			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: c.subject(sub), Data: data}, stall)
+		for _, name := range env.Subscriptions {
+			sub := c.sub(name)
+			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: sub.subject, Data: data}, stall)
 			if err != nil {
 				return c.publishFailed(classify(err))
 			}
+			// Counted once sent: one that fails to be stored is in Len's estimate only
+			// until its next ask of the server (Consumer.Len).
+			sub.published.Add(1)
 			futures = append(futures, f)
 		}
 	}
