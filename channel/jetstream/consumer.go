@@ -119,9 +119,10 @@ func (c *Consumer) signalSpace() {
 // moved by what this process has published to the subscription and acknowledged of it
 // since, so that ingress's backlog bound (which reads Len every millisecond) follows
 // the backlog event by event instead of in 100 ms steps. Other replicas' publishes and
-// acknowledgements show at the next ask; a publish or acknowledgement of this process
-// that crosses an ask may be counted twice (the server's answer and the move) until
-// the next one.
+// acknowledgements show at the next ask; so do a publish this process sent that the
+// server did not store and an acknowledgement that did not reach it (both are counted
+// when sent), and a publish or acknowledgement that crosses an ask, which may be counted
+// twice (in the server's answer and in the move).
 func (c *Consumer) Len() int {
 	c.lagMu.Lock()
 	defer c.lagMu.Unlock()

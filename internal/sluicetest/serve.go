@@ -1,6 +1,7 @@
 // Package sluicetest starts `sluice serve` processes for the end-to-end, cluster, fault
-// and deploy tests (and reads the ingest URL for the bench suite's own start): the start, the wait for the ingest URL and for /readyz, and the reading of
-// /metrics that each of those suites needs alike. How a process is stopped stays with
+// and deploy tests (and reads the ingest URL for the bench suite's own start): the
+// start, the wait for the ingest URL and for /readyz, and the reading of /metrics that
+// each of those suites needs alike. How a process is stopped stays with
 // each suite (their tests kill, restart and time processes differently).
 package sluicetest
 
