@@ -16,7 +16,8 @@ import (
 //  1. A request is refused before its body is read when the broker's channel cannot
 //     take it: a memory channel's budget is full (channel.Admitter), or one of the
 //     broker's triggers has more than the backlog bound stored and unsettled
-//     (WithMaxBacklog; any channel, durable ones included).
+//     (WithMaxBacklog; any channel, durable ones included), or it already stores as many
+//     requests at once as WithMaxStoring allows.
 //     Before that refusal the request waits up to AdmitWait, in arrival order, for room
 //     (admitqueue.go): most requests under overload are admitted a little later instead
 //     of refused.
@@ -77,9 +78,13 @@ func (b *Broker) overBacklog(now time.Time) bool {
 
 // admits reports whether ingress should read a request of n bytes (n < 0: unknown) for
 // b: the cheap checks before the body is read. Requests let in from the admission queue
-// and not yet stored count against the memory channel's budget (admitqueue.go).
+// and not yet stored count against the memory channel's budget, and every request let
+// in and not yet stored against WithMaxStoring (admitqueue.go).
 func (s *Server) admits(b *Broker, n int64) bool {
 	if a, ok := b.ch.(channel.Admitter); ok && n > 0 && !a.Admits(n+b.admitq.pending.Load()) {
+		return false
+	}
+	if lim := s.opts.maxStoring; lim > 0 && b.admitq.inflight.Load() >= int64(lim) {
 		return false
 	}
 	return !b.overBacklog(time.Now())

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -162,6 +164,7 @@ func TestAdmissionOptions(t *testing.T) {
 		want string
 	}{
 		{WithMaxBacklog(-1), "WithMaxBacklog"},
+		{WithMaxStoring(-1), "WithMaxStoring"},
 		{WithRejectHold(-time.Second), "WithRejectHold"},
 		{WithRejectHold(time.Minute), "WithRejectHold"},
 	} {
@@ -282,6 +285,103 @@ func TestAdmitWait(t *testing.T) {
 				if left := hold - tc.wait; took < left/2 || took > left+time.Second {
 					t.Errorf("the request after a refusal that waited %v took %v; want the rest of the hold, %v to %v", tc.wait, took, left/2, left)
 				}
+			}
+		})
+	}
+}
+
+// gatedChannel is a memory channel whose Publish, after saying so on entered, waits for
+// gate to close: a store that takes as long as the test wants.
+type gatedChannel struct {
+	channel.Channel
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedChannel) Publish(ctx context.Context, envs []channel.Envelope) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Channel.Publish(ctx, envs)
+}
+
+// TestMaxStoring: with WithMaxStoring(1) a request that arrives while another is being
+// stored waits for it before it is stored (or, with the wait off, is refused 429 at
+// once); without a bound both are stored at once. Every count is given back after.
+func TestMaxStoring(t *testing.T) {
+	const quiet = 200 * time.Millisecond // long enough for a request let in to reach Publish
+	tests := []struct {
+		name       string
+		maxStoring int
+		admitWait  time.Duration
+		concurrent bool // the second is stored while the first is
+		second     int  // its answer
+	}{
+		{"bound waits", 1, 5 * time.Second, false, http.StatusAccepted},
+		{"bound, wait off", 1, 0, false, http.StatusTooManyRequests},
+		{"no bound", 0, 5 * time.Second, true, http.StatusAccepted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gatedChannel{entered: make(chan struct{}, 2), gate: make(chan struct{})}
+			var once sync.Once
+			open := func() { once.Do(func() { close(g.gate) }) }
+			defer open()
+			opener := func(context.Context, config.Broker) (channel.Channel, error) {
+				g.Channel = memory.New(memory.WithBudget(memory.NewBudget(1 << 20)))
+				return g, nil
+			}
+			s := newTestServer(t, nil, WithChannelOpener(opener), WithMaxStoring(tc.maxStoring),
+				WithAdmitWait(tc.admitWait), WithRejectHold(0))
+			sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			defer sub.Close()
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler()
+			send := func(id string) chan *httptest.ResponseRecorder {
+				c := make(chan *httptest.ResponseRecorder, 1)
+				go func() { c <- post(h, "POST", "/ns/b", binary(id), `{}`) }()
+				return c
+			}
+			first := send("first")
+			select {
+			case <-g.entered:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the first request never reached Publish")
+			}
+			second := send("second")
+			var early *httptest.ResponseRecorder
+			select {
+			case <-g.entered:
+				if !tc.concurrent {
+					t.Fatalf("the second request is stored while the first is, with WithMaxStoring(%d)", tc.maxStoring)
+				}
+			case early = <-second:
+				if tc.second != http.StatusTooManyRequests {
+					t.Fatalf("the second request answered %d while the first is stored: %s", early.Code, early.Body)
+				}
+			case <-time.After(quiet):
+				if tc.concurrent {
+					t.Fatal("the second request waits for the first without a bound")
+				}
+			}
+			open()
+			if rec := <-first; rec.Code != http.StatusAccepted {
+				t.Fatalf("first: %d %s", rec.Code, rec.Body)
+			}
+			if early == nil {
+				early = <-second
+			}
+			if early.Code != tc.second {
+				t.Fatalf("second: %d %s, want %d", early.Code, early.Body, tc.second)
+			}
+			if early.Code == http.StatusTooManyRequests && early.Header().Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+			if n := s.lookup("ns/b").admitq.inflight.Load(); n != 0 {
+				t.Errorf("%d requests still counted as storing after both were answered", n)
 			}
 		})
 	}

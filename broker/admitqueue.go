@@ -23,12 +23,14 @@ const admitPoll = time.Millisecond
 // admitQueue is one broker's queue of requests waiting for room. pending counts the
 // bytes of requests let in from the queue that have not finished storing: they are
 // counted against the memory channel's budget, so that one freed slot lets in one
-// waiter, not all of them.
+// waiter, not all of them. inflight counts every request let in and not yet stored,
+// for WithMaxStoring.
 type admitQueue struct {
 	mu          sync.Mutex
 	front, back *admitWaiter // oldest first, linked through next
 	n           atomic.Int64
 	pending     atomic.Int64
+	inflight    atomic.Int64 // requests let in (waiting or not) and not yet stored: WithMaxStoring
 }
 
 // admitWaiter is a request in the queue. Waiters are pooled (admitWaiters) with their
@@ -151,6 +153,7 @@ func (q *admitQueue) leave(w *admitWaiter, admitted bool) {
 	q.n.Add(-1)
 	if admitted {
 		q.pending.Add(w.n)
+		q.inflight.Add(1)
 	}
 	if next := q.front; first && next != nil {
 		select {
@@ -161,5 +164,13 @@ func (q *admitQueue) leave(w *admitWaiter, admitted bool) {
 	q.mu.Unlock()
 }
 
-// stored ends the pending count of a request wait let in.
-func (q *admitQueue) stored(n int64) { q.pending.Add(-n) }
+// let counts a request let in without waiting as storing (WithMaxStoring), until
+// q.stored(0). Its bytes are not counted: it found room.
+func (q *admitQueue) let() { q.inflight.Add(1) }
+
+// stored ends the counts of a request let in, n its bytes counted as pending (0 for one
+// let in without waiting).
+func (q *admitQueue) stored(n int64) {
+	q.pending.Add(-n)
+	q.inflight.Add(-1)
+}

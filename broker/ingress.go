@@ -72,7 +72,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// pending is what the request counts against the broker's room while it is stored
-	// (admitqueue.go), given back once it is (or fails to be); -1: nothing.
+	// (admitqueue.go), given back once it is (or fails to be); -1: nothing (the request
+	// was not let in). Every request let in counts as storing (WithMaxStoring) until then.
 	pending := int64(-1)
 	defer func() {
 		if pending >= 0 {
@@ -94,6 +95,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		pending = n
+	} else {
+		b.admitq.let() // room found at once: counted as storing only (WithMaxStoring)
+		pending = 0
 	}
 	start := time.Now()
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)

@@ -33,6 +33,7 @@ type options struct {
 	maxBacklog      int
 	rejectHold      time.Duration
 	admitWait       time.Duration
+	maxStoring      int
 	logger          *slog.Logger
 	registry        prometheus.Registerer
 	tracer          trace.Tracer            // nil: tracing off (tracing.go)
@@ -95,6 +96,16 @@ func WithRejectHold(d time.Duration) Option { return func(o *options) { o.reject
 // DefaultAdmitWait (400 ms).
 func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWait = d } }
 
+// WithMaxStoring bounds the requests one broker stores at once: let in and not yet
+// stored in its channel (a durable channel's acknowledgement included). More wait in the
+// admission queue, before their bodies are read, as when the broker is full (WithAdmitWait).
+// With 2,048 connections an embedded JetStream's ingress otherwise has as many publishes
+// awaiting acknowledgement, and their goroutines, heap and wake-ups take the CPU delivery
+// needs; with the bound it delivers about a sixth more under overload (docs/overload.md).
+// A channel whose acknowledgements take milliseconds (Kafka) needs that many in flight
+// to keep up: the bound would then cap its ingress. Default 0: no bound.
+func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n } }
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
@@ -128,6 +139,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithMaxInFlight(%d): want at least 1", o.maxInFlight)
 	case o.maxBacklog < 0:
 		return fmt.Errorf("broker: WithMaxBacklog(%d): want 0 (no bound) or more", o.maxBacklog)
+	case o.maxStoring < 0:
+		return fmt.Errorf("broker: WithMaxStoring(%d): want 0 (no bound) or more", o.maxStoring)
 	case o.rejectHold < 0 || o.rejectHold > 10*time.Second:
 		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
 	case o.admitWait < 0 || o.admitWait > 10*time.Second:
