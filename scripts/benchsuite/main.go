@@ -322,10 +322,10 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 const overloadBacklog = 5000
 
 // overloadMaxStoring is the --max-storing of the JetStream overload runs' brokers: with
-// 2,048 connections the embedded JetStream otherwise has as many publishes awaiting
-// acknowledgement at once, and delivers about a sixth less (docs/overload.md). Not set
-// for Kafka, whose acknowledgements take milliseconds: 128 in flight would cap its
-// ingress (measured there too).
+// 2,048 connections the embedded JetStream otherwise has about as many publishes
+// awaiting acknowledgement at once, and delivers about 13% less at 4× (docs/overload.md).
+// Not set for Kafka, whose acknowledgements take milliseconds: 64 in flight capped its
+// ingress by a quarter or more, and a larger bound is not measured enough yet.
 const overloadMaxStoring = 128
 
 // overloads are the overload runs: factor × sustained over that many connections.
