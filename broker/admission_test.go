@@ -332,9 +332,7 @@ func TestMaxStoring(t *testing.T) {
 			}
 			s := newTestServer(t, nil, WithChannelOpener(opener), WithMaxStoring(tc.maxStoring),
 				WithAdmitWait(tc.admitWait), WithRejectHold(0))
-			sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusAccepted)
-			}))
+			sub := newSubscriber(t)
 			defer sub.Close()
 			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
 				t.Fatal(err)
