@@ -13,7 +13,7 @@ func writeREADME(name string, r *results) error {
 	t, err := template.New("readme").Funcs(template.FuncMap{
 		"f0":      func(v float64) string { return fmt.Sprintf("%.0f", v) },
 		"backlog": func() int { return overloadBacklog },
-		"storing": func() int { return overloadMaxStoring },
+		"storing": overloadMaxStoring,
 		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
 		"pct":     func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
@@ -105,7 +105,7 @@ its VmHWM at the end of the scenario.
 {{if .Pinned}}
 Pinned layout: each broker on CPU 1 alone (` + "`taskset -c 1`" + `), the generator and receiver on CPU 0.
 {{end}}
-Each run starts a fresh broker with ` + "`--max-backlog {{backlog}}`" + ` (JetStream's also with ` + "`--max-storing {{storing}}`" + `;
+Each run starts a fresh broker with ` + "`--max-backlog {{backlog}}`" + ` (JetStream's also with ` + "`--max-storing {{storing \"jetstream\"}}`" + `, Kafka's with ` + "`--max-storing {{storing \"kafka\"}}`" + `;
 see [overload.md](../overload.md)) and one trigger. After a priming run, a **capacity step** sends a constant rate well above what the
 channel takes (1.5 × the larger of its ramp's and the memory channel's sustained rate) over
 256 connections for {{dur .Plan.Capacity}} and records the mean delivery rate of its last seconds: what
@@ -192,7 +192,7 @@ Peak RSS: nginx {{mib .PeakRSSNginx}} MiB, Sluice {{mib .PeakRSSSluice}} MiB.
   cuts the in-flight limit to 1; a request that finds the broker full waits up to
   --admit-wait for room before its body is read, instead of a 429 at once; a connection
   answered 429 is not read again for --reject-hold; --max-backlog for durable channels;
-  --max-storing for an embedded JetStream)
+  --max-storing for the durable channels)
   is in [overload.md](../overload.md).
 
 ## Method
