@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
@@ -307,6 +309,16 @@ func (g *gatedChannel) Publish(ctx context.Context, envs []channel.Envelope) err
 // TestMaxStoring: with WithMaxStoring(1) a request that arrives while another is being
 // stored waits for it before it is stored (or, with the wait off, is refused 429 at
 // once); without a bound both are stored at once. Every count is given back after.
+// admissionGauges is the exposition of broker ns/b's admission gauges, with the
+// requests storing and waiting to fill in.
+const admissionGauges = `# HELP sluice_ingress_storing_requests Ingress requests let in and not yet stored in the channel, per broker: what --max-storing bounds.
+# TYPE sluice_ingress_storing_requests gauge
+sluice_ingress_storing_requests{broker="ns/b"} %d
+# HELP sluice_ingress_waiting_requests Ingress requests waiting for room before their bodies are read (the admission queue), per broker.
+# TYPE sluice_ingress_waiting_requests gauge
+sluice_ingress_waiting_requests{broker="ns/b"} %d
+`
+
 func TestMaxStoring(t *testing.T) {
 	const quiet = 200 * time.Millisecond // long enough for a request let in to reach Publish
 	tests := []struct {
@@ -315,10 +327,12 @@ func TestMaxStoring(t *testing.T) {
 		admitWait  time.Duration
 		concurrent bool // the second is stored while the first is
 		second     int  // its answer
+		// the gauges while the first is stored: requests storing, waiting for room
+		storing, waiting int
 	}{
-		{"bound waits", 1, 5 * time.Second, false, http.StatusAccepted},
-		{"bound, wait off", 1, 0, false, http.StatusTooManyRequests},
-		{"no bound", 0, 5 * time.Second, true, http.StatusAccepted},
+		{"bound waits", 1, 5 * time.Second, false, http.StatusAccepted, 1, 1},
+		{"bound, wait off", 1, 0, false, http.StatusTooManyRequests, 1, 0},
+		{"no bound", 0, 5 * time.Second, true, http.StatusAccepted, 2, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -330,8 +344,9 @@ func TestMaxStoring(t *testing.T) {
 				g.Channel = memory.New(memory.WithBudget(memory.NewBudget(1 << 20)))
 				return g, nil
 			}
+			reg := prometheus.NewRegistry()
 			s := newTestServer(t, nil, WithChannelOpener(opener), WithMaxStoring(tc.maxStoring),
-				WithAdmitWait(tc.admitWait), WithRejectHold(0))
+				WithAdmitWait(tc.admitWait), WithRejectHold(0), WithRegisterer(reg))
 			sub := newSubscriber(t)
 			defer sub.Close()
 			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
@@ -364,6 +379,11 @@ func TestMaxStoring(t *testing.T) {
 				if tc.concurrent {
 					t.Fatal("the second request waits for the first without a bound")
 				}
+			}
+			want := fmt.Sprintf(admissionGauges, tc.storing, tc.waiting)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+				"sluice_ingress_storing_requests", "sluice_ingress_waiting_requests"); err != nil {
+				t.Errorf("while the first is stored: %v", err)
 			}
 			open()
 			if rec := <-first; rec.Code != http.StatusAccepted {

@@ -59,11 +59,13 @@ func (m *Metrics) forBroker(key string) brokerMetrics {
 	}
 }
 
-// queueCollector reports each trigger's queue depth at scrape time. The memory
-// channels' byte budget is reported by channel/registry, which owns it.
+// queueCollector reports, at scrape time, each trigger's queue depth and each broker's
+// admission state: the requests waiting for room and those let in and not yet stored
+// (what WithMaxStoring bounds). The memory channels' byte budget is reported by
+// channel/registry, which owns it.
 type queueCollector struct {
-	s     *Server
-	depth *prometheus.Desc
+	s                       *Server
+	depth, waiting, storing *prometheus.Desc
 }
 
 func newQueueCollector(s *Server) *queueCollector {
@@ -71,13 +73,23 @@ func newQueueCollector(s *Server) *queueCollector {
 		s: s,
 		depth: prometheus.NewDesc("sluice_queue_depth", "Events waiting for delivery, per trigger (consumer lag on durable channels).",
 			[]string{"broker", "trigger"}, nil),
+		waiting: prometheus.NewDesc("sluice_ingress_waiting_requests", "Ingress requests waiting for room before their bodies are read (the admission queue), per broker.",
+			[]string{"broker"}, nil),
+		storing: prometheus.NewDesc("sluice_ingress_storing_requests", "Ingress requests let in and not yet stored in the channel, per broker: what --max-storing bounds.",
+			[]string{"broker"}, nil),
 	}
 }
 
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.depth }
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.waiting
+	ch <- c.storing
+}
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range c.s.snapshot() {
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(b.admitq.n.Load()), b.key)
+		ch <- prometheus.MustNewConstMetric(c.storing, prometheus.GaugeValue, float64(b.admitq.inflight.Load()), b.key)
 		for _, t := range b.triggerList() {
 			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(t.consumer.Len()), b.key, t.key)
 		}
