@@ -306,9 +306,6 @@ func (g *gatedChannel) Publish(ctx context.Context, envs []channel.Envelope) err
 	return g.Channel.Publish(ctx, envs)
 }
 
-// TestMaxStoring: with WithMaxStoring(1) a request that arrives while another is being
-// stored waits for it before it is stored (or, with the wait off, is refused 429 at
-// once); without a bound both are stored at once. Every count is given back after.
 // admissionGauges is the exposition of broker ns/b's admission gauges, with the
 // requests storing and waiting to fill in.
 const admissionGauges = `# HELP sluice_ingress_storing_requests Ingress requests let in and not yet stored in the channel, per broker: what --max-storing bounds.
@@ -319,6 +316,10 @@ sluice_ingress_storing_requests{broker="ns/b"} %d
 sluice_ingress_waiting_requests{broker="ns/b"} %d
 `
 
+// TestMaxStoring: with WithMaxStoring(1) a request that arrives while another is being
+// stored waits for it before it is stored (or, with the wait off, is refused 429 at
+// once); without a bound both are stored at once. While the first is stored the gauges
+// show the requests storing and waiting; every count is given back after.
 func TestMaxStoring(t *testing.T) {
 	const quiet = 200 * time.Millisecond // long enough for a request let in to reach Publish
 	tests := []struct {
