@@ -324,9 +324,9 @@ const overloadBacklog = 5000
 // overloadMaxStoring is the --max-storing of a channel's overload brokers (0: not set).
 // With 2,048 connections a durable channel otherwise has about as many publishes
 // awaiting acknowledgement at once: in A/B runs the embedded JetStream then delivered
-// about 13% less at 4×, Kafka about 10% less. Kafka's acknowledgements take milliseconds, so it needs
-// hundreds in flight (64 capped its ingress by a quarter or more). docs/overload.md has
-// the measurements.
+// about 13% less at 4×, Kafka about 10% less (not yet seen in make bench). Kafka's
+// acknowledgements take milliseconds, so it needs hundreds in flight (64 capped its
+// ingress by a quarter or more). docs/overload.md has the measurements.
 func overloadMaxStoring(channel string) int {
 	switch channel {
 	case scJetStream:
