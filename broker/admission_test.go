@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // rawPost writes one binary-mode POST of body on conn and returns the answer read from
@@ -149,7 +150,7 @@ func TestMaxBacklog(t *testing.T) {
 			bound, accepted, rejected, bound+1)
 	}
 	release()
-	waitDelivered(t, delivered, int64(accepted))
+	sluicetest.Eventually(t, 10*time.Second, fmt.Sprintf("%d deliveries", accepted), func() bool { return delivered.Load() >= int64(accepted) })
 	if n := delivered.Load(); n != int64(accepted) {
 		t.Fatalf("%d of %d accepted events delivered", n, accepted)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 func TestStampTTL(t *testing.T) {
@@ -71,12 +72,7 @@ func TestApplyRoutesAndRetires(t *testing.T) {
 	}
 	waitFor := func(c *atomic.Int64, n int64) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); c.Load() < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("got %d deliveries, want %d", c.Load(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		sluicetest.Eventually(t, 5*time.Second, fmt.Sprintf("%d deliveries", n), func() bool { return c.Load() >= n })
 	}
 	if send("type.a") != 202 || send("type.b") != 202 {
 		t.Fatal("ingest refused")

@@ -9,12 +9,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/internal/httpserver"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // TestConnTurnEnter: a request comes in on room its connection holds for its broker,
@@ -106,7 +106,7 @@ func TestConnTurnOverLean(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || took > 3*time.Second {
 		t.Fatalf("d1 after the others went idle: %d after %v, want 202 at once", resp.StatusCode, took)
 	}
-	waitDelivered(t, delivered, 4)
+	sluicetest.Eventually(t, 10*time.Second, "4 deliveries", func() bool { return delivered.Load() >= 4 })
 }
 
 // serveLean serves a memory broker of a 1 KiB budget with one trigger to subscriber on
@@ -154,16 +154,6 @@ func waitQueued(t *testing.T, s *Server, n int) {
 	for deadline := time.Now().Add(5 * time.Second); b.admitq.n.Load() < int64(n); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d waiting, want %d", b.admitq.n.Load(), n)
-		}
-	}
-}
-
-// waitDelivered waits until the subscriber has n events.
-func waitDelivered(t *testing.T, delivered *atomic.Int64, n int64) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); delivered.Load() < n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d, want %d", delivered.Load(), n)
 		}
 	}
 }

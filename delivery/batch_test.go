@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // batchServer is a real HTTP subscriber that accepts batch requests and answers each
@@ -75,7 +76,7 @@ func TestBatchDelivery(t *testing.T) {
 		e.Set(ExtTTL, "255")
 	}
 	pub(evs...)
-	waitFor(t, 10*time.Second, "every event acked", func() bool { return q.acked.Load() == events })
+	sluicetest.Eventually(t, 10*time.Second, "every event acked", func() bool { return q.acked.Load() == events })
 	seen := map[string]int{}
 	batches := sub.accepted()
 	for _, b := range batches {
@@ -100,7 +101,7 @@ func TestBatchDelivery(t *testing.T) {
 	// A lone event is sent once the wait is over.
 	start := time.Now()
 	pub(newEvent("lone"))
-	waitFor(t, 5*time.Second, "the lone event acked", func() bool { return q.acked.Load() == events+1 })
+	sluicetest.Eventually(t, 5*time.Second, "the lone event acked", func() bool { return q.acked.Load() == events+1 })
 	if took := time.Since(start); took < 20*time.Millisecond {
 		t.Errorf("a lone event went after %v, before the 20 ms wait", took)
 	}
@@ -128,7 +129,7 @@ func TestBatchRetryAndDeadLetter(t *testing.T) {
 		Policy: Policy{Retry: 3, Backoff: Linear, Delay: time.Millisecond, DeadLetterSink: dls.URL}})
 	run(t, d)
 	pub(ids(10, "ok")...)
-	waitFor(t, 10*time.Second, "the retried batch acked", func() bool { return q.acked.Load() == 10 })
+	sluicetest.Eventually(t, 10*time.Second, "the retried batch acked", func() bool { return q.acked.Load() == 10 })
 	if b := sub.accepted(); len(b) != 1 || len(b[0]) != 10 {
 		t.Fatalf("accepted batches %d, want one of 10 after two 503s", len(b))
 	}
@@ -136,7 +137,7 @@ func TestBatchRetryAndDeadLetter(t *testing.T) {
 		t.Errorf("%d attempts, want 3 (two failures, then the whole batch again)", n)
 	}
 	pub(ids(5, "x")...)
-	waitFor(t, 10*time.Second, "the poisoned batch dead-lettered", func() bool { return q.acked.Load() == 15 })
+	sluicetest.Eventually(t, 10*time.Second, "the poisoned batch dead-lettered", func() bool { return q.acked.Load() == 15 })
 	got := dls.received()
 	if len(got) != 5 {
 		t.Fatalf("dead-letter sink got %d events, want 5", len(got))
@@ -171,7 +172,7 @@ func TestBatchOrdered(t *testing.T) {
 		evs[i] = newEvent(key+"-"+strconv.Itoa(i), ExtPartitionKey, key)
 	}
 	pub(evs...)
-	waitFor(t, 20*time.Second, "every event acked", func() bool { return q.acked.Load() == events })
+	sluicetest.Eventually(t, 20*time.Second, "every event acked", func() bool { return q.acked.Load() == events })
 	last := map[string]int{}
 	for _, b := range sub.accepted() {
 		inBatch := map[string]bool{}

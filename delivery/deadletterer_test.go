@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // TestDeadLettererStoresInsteadOfPosting: with a DeadLetterer, a failed event is handed
@@ -39,7 +40,7 @@ func TestDeadLettererStoresInsteadOfPosting(t *testing.T) {
 		WithMetrics(m), WithDeadLetterer(dl))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if calls != 3 || len(stored) != 1 {
@@ -76,7 +77,7 @@ func TestDeadLettererFailingIsUndeliverable(t *testing.T) {
 		}))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if calls != 3 {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 func TestRetriesThenDelivered(t *testing.T) {
@@ -35,7 +36,7 @@ func TestRetriesThenDelivered(t *testing.T) {
 		Policy: Policy{Retry: 5, Delay: 10 * time.Millisecond, DeadLetterSink: dls.URL}}, WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	time.Sleep(50 * time.Millisecond) // room for a wrong extra attempt
 	if n := sub.n.Load(); n != 3 {
 		t.Errorf("subscriber saw %d attempts, want 3", n)
@@ -64,7 +65,7 @@ func TestBinaryModeUnchanged(t *testing.T) {
 		DataContentType: "application/octet-stream", Data: []byte{0, 1, 2, 255, '%'},
 		Extensions: []event.Extension{{Name: "partitionkey", Value: "k 1%"}, {Name: "knativebrokerttl", Value: "9"}, {Name: "zzz", Value: "\"q\""}}}
 	pub(e)
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	got := sub.received()[0]
 	want := e.Clone()
 	want.Delete(ExtTTL) // stripped before subscribers, as Knative does
@@ -102,7 +103,7 @@ func TestNotRetriedGoesToDeadLetter(t *testing.T) {
 		Policy: Policy{Retry: 5, Delay: 10 * time.Millisecond, DeadLetterSink: dls.URL}}, WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1", ExtTTL, "200", "custom", "v"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	time.Sleep(50 * time.Millisecond)
 	if n := sub.n.Load(); n != 1 {
 		t.Errorf("subscriber saw %d attempts, want 1", n)
@@ -146,7 +147,7 @@ func TestRetrySpacing(t *testing.T) {
 			d := NewDispatcher(q, Target{Name: "ns/t", URL: sub.URL, Policy: p})
 			run(t, d)
 			pub(newEvent("e1"))
-			waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+			sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 			got := sub.received()
 			if len(got) != 4 {
 				t.Fatalf("subscriber saw %d attempts, want 4", len(got))
@@ -188,7 +189,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/t", URL: sub.URL, Policy: Policy{Retry: 2, Delay: 10 * time.Millisecond}})
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	got := sub.received()
 	if len(got) != 2 {
 		t.Fatalf("subscriber saw %d attempts, want 2", len(got))
@@ -216,7 +217,7 @@ func TestTimeoutRetried(t *testing.T) {
 		run(t, d)
 		start := time.Now()
 		pub(newEvent("e1"))
-		waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+		sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 		if el := time.Since(start); el > 800*time.Millisecond {
 			t.Errorf("took %v: attempts did not time out at 50ms", el)
 		}
@@ -240,7 +241,7 @@ func TestTimeoutRetried(t *testing.T) {
 			Policy: Policy{Retry: 1, Delay: 10 * time.Millisecond, Timeout: 30 * time.Millisecond, DeadLetterSink: dls.URL}})
 		run(t, d)
 		pub(newEvent("e1"))
-		waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+		sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 		dl := dls.received()
 		if len(dl) != 1 {
 			t.Fatalf("dead-letter sink got %d events, want 1", len(dl))
@@ -281,7 +282,7 @@ func TestUndeliverableCounted(t *testing.T) {
 				WithMetrics(m), WithLogger(testLogger(&logs)))
 			run(t, d)
 			pub(newEvent("lost-1"))
-			waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+			sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 			if v := value(m.undeliverable.WithLabelValues("ns/t", tc.reason)); v != 1 {
 				t.Errorf("undeliverable_total{%s} = %v, want 1", tc.reason, v)
 			}
@@ -326,7 +327,7 @@ func TestDrain(t *testing.T) {
 			Policy: Policy{Retry: 100, Delay: 20 * time.Millisecond}}, WithMaxPending(6), WithMetrics(m))
 		run(t, d)
 		pub(ids(30, "r")...)
-		waitFor(t, 2*time.Second, "retries", func() bool { return sub.n.Load() >= 10 })
+		sluicetest.Eventually(t, 2*time.Second, "retries", func() bool { return sub.n.Load() >= 10 })
 		ctx, cancel := contextWithTimeout(100 * time.Millisecond)
 		defer cancel()
 		left := d.Drain(ctx)
@@ -358,9 +359,9 @@ func TestUpdateTakesEffect(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/t", URL: old.URL, Policy: Policy{Retry: 50, Delay: 10 * time.Millisecond}})
 	run(t, d)
 	pub(ids(20, "u")...)
-	waitFor(t, 2*time.Second, "first attempts", func() bool { return old.n.Load() >= 20 })
+	sluicetest.Eventually(t, 2*time.Second, "first attempts", func() bool { return old.n.Load() >= 20 })
 	d.Update(Target{Name: "ns/t", URL: nu.URL, MaxInFlight: 8, Policy: Policy{Retry: 50, Delay: 10 * time.Millisecond}})
-	waitFor(t, 5*time.Second, "acks", func() bool { return q.acked.Load() == 20 })
+	sluicetest.Eventually(t, 5*time.Second, "acks", func() bool { return q.acked.Load() == 20 })
 	if gotNew.Load() != 20 {
 		t.Errorf("new URL got %d, want 20", gotNew.Load())
 	}
@@ -392,7 +393,7 @@ func TestNetworkErrorRetriedThenDeadLettered(t *testing.T) {
 		Policy: Policy{Retry: 2, Delay: 5 * time.Millisecond, DeadLetterSink: dls.URL}}, WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	if v := value(m.attempts.WithLabelValues("ns/t", "subscriber", "error")); v != 3 {
 		t.Errorf("attempts_total{error} = %v, want 3", v)
 	}

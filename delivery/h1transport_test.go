@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 func newTestH1() *h1Transport {
@@ -442,7 +444,7 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "the held connection", func() bool { return openCount(capped) == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "the held connection", func() bool { return openCount(capped) == 1 })
 	for _, c := range []struct {
 		name string
 		h1   *h1Transport

@@ -157,18 +157,6 @@ func run(t testing.TB, d *Dispatcher) (stop func()) {
 	return stop
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func ids(n int, prefix string) []*event.Event {
 	evs := make([]*event.Event, n)
 	for i := range evs {

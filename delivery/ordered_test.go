@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 func TestOrderedPerKey(t *testing.T) {
@@ -61,7 +62,7 @@ func TestOrderedPerKey(t *testing.T) {
 		evs[i] = newEvent(fmt.Sprintf("%s-%d", key, i/keys), ExtPartitionKey, key)
 	}
 	pub(evs...)
-	waitFor(t, 10*time.Second, "all acks", func() bool { return q.acked.Load() == events })
+	sluicetest.Eventually(t, 10*time.Second, "all acks", func() bool { return q.acked.Load() == events })
 	mu.Lock()
 	defer mu.Unlock()
 	for k := range keys {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // replyB answers each event with a binary-mode reply of type b carrying the same data
@@ -53,7 +54,7 @@ func TestReplyIngested(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier), WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1", ExtTTL, "255"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	got := rs.list()
 	if len(got) != 1 {
 		t.Fatalf("replier got %d events, want 1", len(got))
@@ -81,7 +82,7 @@ func TestReplyStructured(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier))
 	run(t, d)
 	pub(newEvent("e1", ExtTTL, "7"))
-	waitFor(t, 5*time.Second, "reply", func() bool { return len(rs.list()) == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "reply", func() bool { return len(rs.list()) == 1 })
 	r := rs.list()[0]
 	if ttl, _ := r.Get(ExtTTL); r.Type != "b" || ttl != "6" || string(r.Data) != `{"x":1}` {
 		t.Errorf("reply type %q ttl %q data %q, want b, 6, {\"x\":1}", r.Type, ttl, r.Data)
@@ -96,7 +97,7 @@ func TestReplyTTLStopsLoop(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier), WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1", ExtTTL, "1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	if n := len(rs.list()); n != 0 {
 		t.Errorf("replier got %d events, want 0: ttl ran out", n)
 	}
@@ -124,7 +125,7 @@ func TestReplierErrorRetriesDelivery(t *testing.T) {
 		WithReplier(replier), WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	if n := sub.n.Load(); n != 3 {
 		t.Errorf("subscriber saw %d attempts, want 3 (two replies refused)", n)
 	}
@@ -152,7 +153,7 @@ func TestReplyURL(t *testing.T) {
 		Policy: Policy{Retry: 2, Delay: 5 * time.Millisecond}}, WithReplier(rs.replier))
 	run(t, d)
 	pub(newEvent("e1", ExtTTL, "10"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	got := replyTo.received()
 	if len(got) != 2 || sub.n.Load() != 1 {
 		t.Fatalf("reply URL got %d posts, subscriber %d; want 2 and 1", len(got), sub.n.Load())
@@ -175,7 +176,7 @@ func TestNonEventBodyCounted(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithMetrics(m))
 	run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
 	if v := value(m.replies.WithLabelValues("ns/a", "not_event")); v != 1 {
 		t.Errorf("replies_total{not_event} = %v, want 1", v)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // tokens is a TokenSource of fixed tokens.
@@ -63,7 +65,7 @@ func TestHTTPSSubscriberWithCACerts(t *testing.T) {
 		WithClient(NewClient()), WithTokenSource(tokens{"aud-sub": "tok-sub", "aud-dls": "tok-dls"}))
 	stop := run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "delivered", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "delivered", func() bool { return q.acked.Load() == 1 })
 	stop()
 	if got := sub.requests(); len(got) != 1 || got[0] != "HTTP/2.0 Bearer tok-sub" {
 		t.Errorf("subscriber saw %q; want one HTTP/2.0 request with Bearer tok-sub", got)
@@ -77,7 +79,7 @@ func TestHTTPSSubscriberWithCACerts(t *testing.T) {
 	d2.tokens = tokens{"aud-dls": "tok-dls"}
 	stop2 := run(t, d2)
 	pub2(newEvent("e2"))
-	waitFor(t, 5*time.Second, "dead-lettered", func() bool { return q2.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "dead-lettered", func() bool { return q2.acked.Load() == 1 })
 	stop2()
 	if got := sub.requests(); len(got) != 1 {
 		t.Errorf("the subscriber was reached without its CACerts: %q", got)
@@ -98,7 +100,7 @@ func TestAudienceWithoutToken(t *testing.T) {
 		WithLogger(testLogger(&logs)), WithTokenSource(tokens{"other": "tok"}))
 	stop := run(t, d)
 	pub(newEvent("e1"))
-	waitFor(t, 5*time.Second, "settled", func() bool { return q.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "settled", func() bool { return q.acked.Load() == 1 })
 	stop()
 	if got := sub.requests(); len(got) != 0 {
 		t.Errorf("subscriber reached without the token of its audience: %q", got)
@@ -111,7 +113,7 @@ func TestAudienceWithoutToken(t *testing.T) {
 	d2 := NewDispatcher(q2, Target{Name: "ns/t2", URL: sub.URL, CACerts: sub.ca, Audience: "nobody"})
 	stop2 := run(t, d2)
 	pub2(newEvent("e2"))
-	waitFor(t, 5*time.Second, "delivered", func() bool { return q2.acked.Load() == 1 })
+	sluicetest.Eventually(t, 5*time.Second, "delivered", func() bool { return q2.acked.Load() == 1 })
 	stop2()
 	if got := sub.requests(); len(got) != 1 || got[0] != "HTTP/2.0 " {
 		t.Errorf("without a token source: subscriber saw %q; want one request without a token", got)

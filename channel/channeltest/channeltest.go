@@ -40,8 +40,9 @@
 // The whole suite takes a few seconds per backend: waits are bounded by Harness.Wait and
 // the negative checks wait at most a second.
 //
-// The helpers Ctx, Event, Events, Consume, Publish, ReceiveN, ExpectNothing, Eventually
-// and AckAll are the one set every backend's own tests use too.
+// The helpers Ctx, Event, Events, Consume, Publish, ReceiveN, ExpectNothing and AckAll
+// are the one set every backend's own tests use too (with sluicetest.Eventually to wait
+// for a condition).
 package channeltest
 
 import (
@@ -55,6 +56,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // Harness describes the backend under test.
@@ -199,18 +201,6 @@ func ExpectNothing(t testing.TB, k channel.Consumer, d time.Duration) {
 	defer cancel()
 	if m, err := k.Receive(ctx); err == nil {
 		t.Fatalf("unexpected message %s", m.Event().ID)
-	}
-}
-
-// Eventually polls cond every 20 ms until it holds, failing the test after d.
-func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -418,13 +408,13 @@ func testLen(t *testing.T, h Harness) {
 	k, other := Consume(t, c, "sub"), Consume(t, c, "other")
 	Publish(t, c, []string{"other"}, Events("o", 7)...)
 	Publish(t, c, []string{"sub"}, Events("s", 5)...)
-	Eventually(t, h.wait(), "Len() == 5", func() bool { return k.Len() == 5 })
+	sluicetest.Eventually(t, h.wait(), "Len() == 5", func() bool { return k.Len() == 5 })
 	ms := ReceiveN(t, k, 5, h.wait())
 	AckAll(t, ms[:2])
-	Eventually(t, h.wait(), "Len() == 3 with 2 of 5 acknowledged", func() bool { return k.Len() == 3 })
+	sluicetest.Eventually(t, h.wait(), "Len() == 3 with 2 of 5 acknowledged", func() bool { return k.Len() == 3 })
 	AckAll(t, ms[2:])
-	Eventually(t, h.wait(), "Len() == 0 with all acknowledged", func() bool { return k.Len() == 0 })
-	Eventually(t, h.wait(), "other.Len() == 7", func() bool { return other.Len() == 7 })
+	sluicetest.Eventually(t, h.wait(), "Len() == 0 with all acknowledged", func() bool { return k.Len() == 0 })
+	sluicetest.Eventually(t, h.wait(), "other.Len() == 7", func() bool { return other.Len() == 7 })
 }
 
 // testRelease: a released message is settled as far as this process goes; a durable
@@ -438,7 +428,7 @@ func testRelease(t *testing.T, h Harness) {
 		t.Fatalf("Release() = %v, want %v (durable: %v)", got, h.Durable, h.Durable)
 	}
 	if !h.Durable {
-		Eventually(t, h.wait(), "Len() == 0 after Release", func() bool { return k.Len() == 0 })
+		sluicetest.Eventually(t, h.wait(), "Len() == 0 after Release", func() bool { return k.Len() == 0 })
 	}
 }
 

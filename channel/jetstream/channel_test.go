@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 func TestRoundTripPreservesEvent(t *testing.T) {
@@ -158,7 +159,7 @@ func TestUnackedSurviveRestart(t *testing.T) {
 		}
 	}
 	// Acks are not confirmed; wait until the server has applied them.
-	channeltest.Eventually(t, 5*time.Second, "acks applied", func() bool { return cons.Len() == n/2 })
+	sluicetest.Eventually(t, 5*time.Second, "acks applied", func() bool { return cons.Len() == n/2 })
 	_ = c.Close()
 	nc.Close()
 	if err := e.Shutdown(ctx); err != nil {
@@ -268,7 +269,7 @@ func TestStoreFull(t *testing.T) {
 	}
 	t.Logf("full after %d events: %v", stored, err)
 	want := map[string]float64{`broker="demo/default",reason="full"`: 1, `broker="demo/default",reason="unavailable"`: 0}
-	if got := gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
+	if got := sluicetest.Gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("publish errors metric: got %v, want %v", got, want)
 	}
 
@@ -279,7 +280,7 @@ func TestStoreFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	channeltest.Eventually(t, 5*time.Second, "room after acks", func() bool {
+	sluicetest.Eventually(t, 5*time.Second, "room after acks", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return c.Publish(ctx, []channel.Envelope{{Event: testEvent(9999, data), Subscriptions: []string{"t"}}}) == nil
@@ -401,17 +402,17 @@ func TestLen(t *testing.T) {
 		envs[i] = channel.Envelope{Event: testEvent(i, nil), Subscriptions: []string{"lagging"}}
 	}
 	publish(t, c, envs...)
-	channeltest.Eventually(t, 5*time.Second, "lag 7", func() bool { return cons.Len() == 7 })
+	sluicetest.Eventually(t, 5*time.Second, "lag 7", func() bool { return cons.Len() == 7 })
 	if got := other.Len(); got != 0 {
 		t.Fatalf("other subscription lag %d, want 0", got)
 	}
 	for range 3 {
 		_ = channeltest.ReceiveN(t, cons, 1, 5*time.Second)[0].Ack()
 	}
-	channeltest.Eventually(t, 5*time.Second, "lag 4", func() bool { return cons.Len() == 4 })
+	sluicetest.Eventually(t, 5*time.Second, "lag 4", func() bool { return cons.Len() == 4 })
 
 	want := map[string]float64{`broker="demo/default",subscription="lagging"`: 4, `broker="demo/default",subscription="other"`: 0}
-	if got := gather(t, reg, "sluice_jetstream_consumer_lag"); !reflect.DeepEqual(got, want) {
+	if got := sluicetest.Gather(t, reg, "sluice_jetstream_consumer_lag"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("lag metric: got %v, want %v", got, want)
 	}
 }
@@ -484,7 +485,7 @@ func TestRemoveKeepsShared(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Replica 1 waits in a pull request: it still consumes the subscription.
-	channeltest.Eventually(t, 5*time.Second, "both replicas pulling", func() bool {
+	sluicetest.Eventually(t, 5*time.Second, "both replicas pulling", func() bool {
 		jc, err := replicas[0].js.Consumer(ctx, replicas[0].stream, replicas[0].durable("shared"))
 		return err == nil && jc.CachedInfo().NumWaiting >= 2
 	})

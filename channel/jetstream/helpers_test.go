@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
@@ -84,31 +83,6 @@ func publish(t testing.TB, c *Channel, envs ...channel.Envelope) {
 	if err := c.Publish(ctx, envs); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// gather returns the values of the metric called name in reg, keyed by their labels
-// (name="value" pairs joined by commas, in the registry's order).
-func gather(t testing.TB, reg *prometheus.Registry, name string) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			out[strings.Join(labels, ",")] = v
-		}
-	}
-	return out
 }
 
 // testLogger logs through t.Log.

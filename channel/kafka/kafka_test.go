@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-broker/sluice/channel/kafka"
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // newChannel opens a channel on a topic of its own on the test cluster.
@@ -258,15 +259,15 @@ func TestLenReportsLag(t *testing.T) {
 		evs = append(evs, ev(strconv.Itoa(i)))
 	}
 	channeltest.Publish(t, c, []string{"lagging"}, evs...)
-	channeltest.Eventually(t, 20*time.Second, "Len() == 20", func() bool { return k.Len() == 20 })
-	channeltest.Eventually(t, 20*time.Second, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
+	sluicetest.Eventually(t, 20*time.Second, "Len() == 20", func() bool { return k.Len() == 20 })
+	sluicetest.Eventually(t, 20*time.Second, "lag metric == 20", func() bool { return gauge(t, reg, "sluice_kafka_consumer_lag") == 20 })
 	if v := gauge(t, reg, "sluice_kafka_published_records_total"); v != 20 {
 		t.Errorf("published metric %v, want 20", v)
 	}
 	for _, m := range channeltest.ReceiveN(t, k, 20, 20*time.Second) {
 		_ = m.Ack()
 	}
-	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
+	sluicetest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }
 
 // TestLenCountsPublishesAtOnce: with the lag refresh an hour away, Len still counts
@@ -303,23 +304,16 @@ func TestLenCountsPublishesAtOnce(t *testing.T) {
 	}
 }
 
+// gauge returns the value of the one series of the gauge or counter called name in reg.
 func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	series := sluicetest.Gather(t, reg, name)
+	if len(series) != 1 {
+		t.Fatalf("metric %s: %d series gathered (%v), want 1", name, len(series), series)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if g := m.GetGauge(); g != nil {
-			return g.GetValue()
-		}
-		return m.GetCounter().GetValue()
+	for _, v := range series {
+		return v
 	}
-	t.Fatalf("metric %s not gathered", name)
 	return 0
 }
 
@@ -421,11 +415,11 @@ func TestLenCountsOnlyThisSubscription(t *testing.T) {
 	}
 	channeltest.Publish(t, c, []string{"other"}, others...)
 	channeltest.Publish(t, c, []string{"mine"}, mine...)
-	channeltest.Eventually(t, 20*time.Second, "Len() == 5", func() bool { return k.Len() == 5 })
+	sluicetest.Eventually(t, 20*time.Second, "Len() == 5", func() bool { return k.Len() == 5 })
 	for _, m := range channeltest.ReceiveN(t, k, 5, 20*time.Second) {
 		_ = m.Ack()
 	}
-	channeltest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
+	sluicetest.Eventually(t, 20*time.Second, "Len() == 0", func() bool { return k.Len() == 0 })
 }
 
 // TestRemoveKeepsSharedGroup: two replicas of one broker share a subscription's group;
@@ -466,7 +460,7 @@ func TestRemoveKeepsSharedGroup(t *testing.T) {
 		}
 		return len(gs[group].Members)
 	}
-	channeltest.Eventually(t, 30*time.Second, "both replicas joined the group", func() bool {
+	sluicetest.Eventually(t, 30*time.Second, "both replicas joined the group", func() bool {
 		return ka.(channel.Joiner).Joined() && kb.(channel.Joiner).Joined() && members() == 2
 	})
 	if err := a.Remove(ctx, "shared"); err != nil {

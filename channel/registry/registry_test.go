@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // started returns a registry whose flags were parsed from args and that was started
@@ -108,9 +109,9 @@ func TestOpenMemory(t *testing.T) {
 	if adm, ok := b.(channel.Admitter); !ok || adm.Admits(600<<10) {
 		t.Error("b admits 600 KiB more although a holds 600 KiB of their shared 1 MiB")
 	}
-	got := gather(t, prom)
-	if got["sluice_queue_bytes"] < 600<<10 || got["sluice_queue_bytes_limit"] != 1<<20 {
-		t.Errorf("budget metrics %v, want ≥ 600 KiB of 1 MiB", got)
+	used, limit := sluicetest.Gather(t, prom, "sluice_queue_bytes"), sluicetest.Gather(t, prom, "sluice_queue_bytes_limit")
+	if used[""] < 600<<10 || limit[""] != 1<<20 || len(used) != 1 || len(limit) != 1 {
+		t.Errorf("budget metrics: sluice_queue_bytes %v, sluice_queue_bytes_limit %v; want one unlabelled series each, ≥ 600 KiB of 1 MiB", used, limit)
 	}
 
 	for _, tt := range []struct{ backend, want string }{
@@ -128,24 +129,9 @@ func TestOpenMemory(t *testing.T) {
 	if _, err := r.Open(ctx, broker("late", config.ChannelMemory)); !errors.Is(err, channel.ErrClosed) {
 		t.Errorf("Open after Close: %v, want channel.ErrClosed", err)
 	}
-	if n := len(gather(t, prom)); n != 0 {
-		t.Errorf("%d budget metrics still registered after Close", n)
+	if mfs, err := prom.Gather(); err != nil || len(mfs) != 0 {
+		t.Errorf("after Close: %d metric families still registered (err %v), want none", len(mfs), err)
 	}
-}
-
-func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]float64{}
-	for _, mf := range mfs {
-		if len(mf.GetMetric()) == 1 {
-			m[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return m
 }
 
 // roundTrip publishes one event to ch and receives it back.

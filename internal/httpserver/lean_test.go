@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // echo answers what it was asked, so that two servers can be compared: the method, the
@@ -374,7 +376,7 @@ func TestLeanConnContext(t *testing.T) {
 		t.Fatalf("connection 2's value %d, connection 1's %d: want distinct", n2, n1)
 	}
 	// Connection 1 then waits for a request with nothing read.
-	waitFor(t, func() bool { return calls(n1) > got[1] })
+	sluicetest.Eventually(t, 5*time.Second, "connection 1's idle callback (waiting with nothing read)", func() bool { return calls(n1) > got[1] })
 	if n, again := answers(c1, post, 1); n != n1 || again[0] <= got[1] {
 		t.Errorf("connection 1 after waiting: connection %d, calls %v; want %d, more than %d", n, again, n1, got[1])
 	}
@@ -383,19 +385,9 @@ func TestLeanConnContext(t *testing.T) {
 	if n, _ := answers(c2, "GET / HTTP/1.1\r\nHost: h\r\n\r\n", 1); n != 0 {
 		t.Errorf("a GET served by net/http carries connection value %d, want none", n)
 	}
-	waitFor(t, func() bool { return calls(n2) > before })
+	sluicetest.Eventually(t, 5*time.Second, "connection 2's idle callback (handed to net/http)", func() bool { return calls(n2) > before })
 	// Closed: called.
 	before = calls(n1)
 	c1.c.Close()
-	waitFor(t, func() bool { return calls(n1) > before })
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-	}
+	sluicetest.Eventually(t, 5*time.Second, "connection 1's idle callback (closed)", func() bool { return calls(n1) > before })
 }

@@ -1,8 +1,10 @@
-// Package sluicetest starts `sluice serve` processes for the end-to-end, cluster, fault
-// and deploy tests (and reads the ingest URL for the bench suite's own start): the
-// start, the wait for the ingest URL and for /readyz, and the reading of /metrics that
-// each of those suites needs alike. How a process is stopped stays with
-// each suite (their tests kill, restart and time processes differently).
+// Package sluicetest holds what the repo's tests need alike. It starts `sluice serve`
+// processes for the end-to-end, cluster, fault and deploy tests (and reads the ingest
+// URL for the bench suite's own start): the start, the wait for the ingest URL and for
+// /readyz, and the reading of /metrics that each of those suites needs alike. How a
+// process is stopped stays with each suite (their tests kill, restart and time
+// processes differently). And it waits for a condition (Eventually), for every
+// package's tests.
 package sluicetest
 
 import (
