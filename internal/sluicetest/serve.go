@@ -3,8 +3,8 @@
 // URL for the bench suite's own start): the start, the wait for the ingest URL and for
 // /readyz, and the reading of /metrics that each of those suites needs alike. How a
 // process is stopped stays with each suite (their tests kill, restart and time
-// processes differently). And it waits for a condition (Eventually), for every
-// package's tests.
+// processes differently). For every package's tests it also waits for a condition
+// (Eventually) and reads a metric's series from a registry (Gather).
 package sluicetest
 
 import (
