@@ -133,6 +133,13 @@ func (e *Embedded) ClientURL() string {
 	return e.srv.ClientURL()
 }
 
+// DiskFull reports whether the filesystem under the data directory filled up (another
+// file took the space) and JetStream has not been reloaded since: the server then answers
+// no publish to a stream that hit the error, so a Channel on this server fails its
+// publishes at once with the reason instead of waiting for an acknowledgement that does
+// not come. It turns false once 16 MiB are free again and JetStream is reloaded.
+func (e *Embedded) DiskFull() bool { return e.heal.full.Load() }
+
 // DataDir returns the directory the server stores its files under.
 func (e *Embedded) DataDir() string { return e.dir }
 

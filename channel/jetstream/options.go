@@ -44,6 +44,10 @@ type config struct {
 	fetchBatch int
 	logger     *slog.Logger
 	registerer prometheus.Registerer
+	// diskFull, when set, reports that the disk under the embedded server's data
+	// directory is full (Embedded.DiskFull): Publish then fails at once.
+	diskFull func() bool
+	dataDir  string // the embedded server's, for diskFull's error
 }
 
 func defaultConfig() config {
@@ -70,6 +74,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("jetstream: WithLogger(nil)")
 	}
 	return nil
+}
+
+// withDiskFull makes Publish fail at once, with the reason, while full reports true:
+// the Backend sets it for a channel on its embedded server (Embedded.DiskFull).
+func withDiskFull(full func() bool, dataDir string) Option {
+	return func(c *config) { c.diskFull, c.dataDir = full, dataDir }
 }
 
 // WithMaxBytes limits the bytes the broker's stream may hold (events not yet settled by

@@ -35,7 +35,7 @@ const maxPooledEncoding = 64 << 10
 //
 // Errors wrap channel.ErrFull (stream at its MaxBytes, too many publishes awaiting
 // acknowledgement) or channel.ErrUnavailable (not connected, no JetStream, store
-// failure, ctx ended), with the reason. On error some messages may be stored anyway;
+// failure, the embedded server's disk full, ctx ended), with the reason. On error some messages may be stored anyway;
 // the caller rejects the request and the client's retry makes duplicates, which
 // at-least-once delivery allows.
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
@@ -48,6 +48,10 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	if n == 0 {
 		return nil
+	}
+	if c.cfg.diskFull != nil && c.cfg.diskFull() {
+		return c.publishFailed(fmt.Errorf("%w: the disk under the embedded server's data directory %s is full; publishes resume once %d MiB are free",
+			channel.ErrUnavailable, c.cfg.dataDir, healMinFree>>20))
 	}
 	lost := c.conn.Lost()
 	if st := c.nc.Status(); st != nats.CONNECTED {

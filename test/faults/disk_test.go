@@ -52,10 +52,10 @@ func fillDisk(t *testing.T, dir string) string {
 }
 
 // diskRun loads the broker while its subscriber is down until ingress refuses for lack
-// of space (or limit passes), checks the refusals carry Retry-After and a reason, brings
-// the subscriber up, calls free, and checks that the stored events are delivered and
-// ingress accepts again without a restart.
-func diskRun(t *testing.T, fault string, s *sink, url string, fill, free func()) {
+// of space (or limit passes), checks the refusals carry Retry-After and the reason (the
+// refusal seen then contains reason), brings the subscriber up, calls free, and checks
+// that the stored events are delivered and ingress accepts again without a restart.
+func diskRun(t *testing.T, fault, reason string, s *sink, url string, fill, free func()) {
 	t.Helper()
 	s.down.Store(true)
 	fill()
@@ -72,6 +72,12 @@ func diskRun(t *testing.T, fault string, s *sink, url string, fill, free func())
 		time.Sleep(100 * time.Millisecond)
 	}
 	full := time.Now()
+	l.mu.Lock()
+	whileFull := l.lastError
+	l.mu.Unlock()
+	if !strings.Contains(whileFull, reason) {
+		t.Errorf("%s: refusal %q does not say %q", fault, whileFull, reason)
+	}
 	time.Sleep(time.Second)
 	s.down.Store(false) // stored events must keep flowing while the disk is full
 	stored := l.acceptedIDs(full)
@@ -90,7 +96,7 @@ func diskRun(t *testing.T, fault string, s *sink, url string, fill, free func())
 	delivered, dups := s.count(all)
 	r := result{Fault: fault, Path: "jetstream (embedded) disk", Sent: l.sent, Accepted: len(all), Refused: l.refusals(),
 		Delivered: delivered, Duplicates: dups, Lost: len(all) - delivered,
-		IngressRecoveryS: l.firstAcceptedAfter(freed).Seconds(), Note: "last refusal: " + l.lastError}
+		IngressRecoveryS: l.firstAcceptedAfter(freed).Seconds(), Note: "refusal while full: " + whileFull + "; last refusal: " + l.lastError}
 	if l.codes[503]+l.codes[507]+l.codes[429] == 0 {
 		t.Errorf("%s: ingress never refused (codes %v)", fault, l.codes)
 	}
@@ -113,7 +119,8 @@ func diskRun(t *testing.T, fault string, s *sink, url string, fill, free func())
 //
 // Then another file fills the filesystem: the server keeps a write error on the stream
 // until JetStream is reloaded, which the embedded server does by itself once space is
-// freed (channel/jetstream diskHeal); ingress must accept again within 10 s, no restart.
+// freed (channel/jetstream diskHeal); meanwhile ingress answers 503 saying the disk is
+// full, and must accept again within 10 s of the space being freed, no restart.
 // It takes about two minutes, so it runs in the long form only (SLUICE_FAULTS=long, make
 // faults).
 func TestDiskFull(t *testing.T) {
@@ -125,9 +132,9 @@ func TestDiskFull(t *testing.T) {
 	cfg := writeConfig(t, brokerYAML("disk", retrying, [2]string{"sub", s.URL}))
 	b := startSluice(t, "--config", cfg, "--channel", "jetstream", "--data-dir", filepath.Join(disk, "js"))
 	url := b.base + "/disk/default"
-	diskRun(t, "store limit reached", s, url, func() {}, func() {})
+	diskRun(t, "store limit reached", "out of space", s, url, func() {}, func() {})
 	var filler string
-	diskRun(t, "filesystem filled by another file", s, url,
+	diskRun(t, "filesystem filled by another file", "disk under the embedded server's data directory", s, url,
 		func() { filler = fillDisk(t, disk) },
 		func() {
 			if err := os.Remove(filler); err != nil {
