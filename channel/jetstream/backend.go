@@ -77,7 +77,7 @@ func OpenBackend(ctx context.Context, opts ...BackendOption) (*Backend, error) {
 			return nil, err
 		}
 		b.emb, b.nc = emb, nc
-		b.opts = append(b.opts, withDiskFull(emb.DiskFull, cfg.dataDir))
+		b.opts = append(b.opts, withDiskFull(emb.DiskFull))
 		log.Info("jetstream: embedded NATS server started", "data_dir", cfg.dataDir)
 	case cfg.url != "":
 		nc, err := nats.Connect(cfg.url,

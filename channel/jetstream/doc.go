@@ -52,9 +52,10 @@
 //
 // Publish never hangs: it fails fast with channel.ErrUnavailable when the connection is
 // down, stops waiting when it is lost, and is bounded by its context (10 s when the
-// context has no deadline). A stream at its MaxBytes gives channel.ErrFull; a store out of
-// space, a missing stream or a stopped JetStream give channel.ErrUnavailable, each with
+// context has no deadline). A stream at its MaxBytes gives channel.ErrFull; a store out
+// of space, a missing stream or a stopped JetStream give channel.ErrUnavailable, each with
 // the reason; so does a channel on the embedded server while its disk is full
-// (Embedded.DiskFull), at once, until JetStream is reloaded with room again. Consumers log a failed fetch once, retry with backoff up to 2s, log when
-// they resume, and re-create their durable consumer if it vanished.
+// (Embedded.DiskFull), at once, until JetStream is reloaded with room again. Consumers
+// log a failed fetch once, retry with backoff up to 2s, log when they resume, and
+// re-create their durable consumer if it vanished.
 package jetstream

@@ -47,7 +47,6 @@ type config struct {
 	// diskFull, when set, reports that the disk under the embedded server's data
 	// directory is full (Embedded.DiskFull): Publish then fails at once.
 	diskFull func() bool
-	dataDir  string // the embedded server's, for diskFull's error
 }
 
 func defaultConfig() config {
@@ -78,9 +77,7 @@ func (c *config) validate() error {
 
 // withDiskFull makes Publish fail at once, with the reason, while full reports true:
 // the Backend sets it for a channel on its embedded server (Embedded.DiskFull).
-func withDiskFull(full func() bool, dataDir string) Option {
-	return func(c *config) { c.diskFull, c.dataDir = full, dataDir }
-}
+func withDiskFull(full func() bool) Option { return func(c *config) { c.diskFull = full } }
 
 // WithMaxBytes limits the bytes the broker's stream may hold (events not yet settled by
 // every subscription they were routed to). When the limit is reached Publish returns an

@@ -35,9 +35,9 @@ const maxPooledEncoding = 64 << 10
 //
 // Errors wrap channel.ErrFull (stream at its MaxBytes, too many publishes awaiting
 // acknowledgement) or channel.ErrUnavailable (not connected, no JetStream, store
-// failure, the embedded server's disk full, ctx ended), with the reason. On error some messages may be stored anyway;
-// the caller rejects the request and the client's retry makes duplicates, which
-// at-least-once delivery allows.
+// failure, the embedded server's disk full, ctx ended), with the reason. On error some
+// messages may be stored anyway; the caller rejects the request and the client's retry
+// makes duplicates, which at-least-once delivery allows.
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -50,8 +50,9 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		return nil
 	}
 	if c.cfg.diskFull != nil && c.cfg.diskFull() {
-		return c.publishFailed(fmt.Errorf("%w: the disk under the embedded server's data directory %s is full; publishes resume once %d MiB are free",
-			channel.ErrUnavailable, c.cfg.dataDir, healMinFree>>20))
+		// The directory is in the log (diskHeal), not in an answer a client reads.
+		return c.publishFailed(fmt.Errorf("%w: the disk under the embedded server's data directory is full; publishes resume once %d MiB are free",
+			channel.ErrUnavailable, healMinFree>>20))
 	}
 	lost := c.conn.Lost()
 	if st := c.nc.Status(); st != nats.CONNECTED {
