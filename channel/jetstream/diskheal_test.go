@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
 
 // TestDiskHealNotices: only the server's "failed to store" error for lack of space marks
@@ -38,14 +43,18 @@ func TestDiskHealNotices(t *testing.T) {
 
 // TestDiskFullFailsFast: while the embedded server's disk is full (marked by the
 // server's own error line, as noteError sees it), a channel opened through the Backend
-// fails its publishes at once with the reason, storing nothing; once JetStream is
-// reloaded (what the heal loop does when space is free again) publishes are stored and
-// delivered again, and what was stored before is still there.
+// fails its publishes at once with the reason, storing nothing, counting each in the
+// publish errors metric and logging the condition once, not per publish; once
+// JetStream is reloaded (what the heal loop does when space is free again) publishes
+// are stored and delivered again, and what was stored before is still there.
 func TestDiskFullFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	b, err := OpenBackend(ctx, WithDataDir(dir), WithBackendLogger(testLogger(t)))
+	var logs syncbuf.Buffer
+	reg := prometheus.NewRegistry()
+	b, err := OpenBackend(ctx, WithDataDir(dir), WithBackendLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithChannelOptions(WithRegisterer(reg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +74,12 @@ func TestDiskFullFailsFast(t *testing.T) {
 	if !b.emb.DiskFull() {
 		t.Fatal("DiskFull false after the server's out-of-space error")
 	}
+	const refused = 3
+	for range refused - 1 {
+		if err := c.Publish(ctx, []channel.Envelope{env(2)}); !errors.Is(err, channel.ErrUnavailable) {
+			t.Fatalf("publish with the disk full: %v, want ErrUnavailable", err)
+		}
+	}
 	start := time.Now()
 	err = c.Publish(ctx, []channel.Envelope{env(2)})
 	took := time.Since(start)
@@ -77,6 +92,17 @@ func TestDiskFullFailsFast(t *testing.T) {
 		t.Errorf("publish with the disk full: %q names the data directory to the client", err)
 	case took > 100*time.Millisecond:
 		t.Errorf("publish with the disk full took %v, want at once", took)
+	}
+
+	want := map[string]float64{`broker="ns/disk",reason="full"`: 0, `broker="ns/disk",reason="unavailable"`: refused}
+	if got := sluicetest.Gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
+		t.Errorf("publish errors metric: got %v, want %v", got, want)
+	}
+	if n := strings.Count(logs.String(), "the disk under the data directory is full"); n != 1 {
+		t.Errorf("the disk filling up logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "jetstream publish failed") {
+		t.Errorf("a publish refused for the full disk was logged on its own:\n%s", logs.String())
 	}
 
 	b.emb.heal.reload() // the tempdir has room: what the heal loop does within a second

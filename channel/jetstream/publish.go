@@ -50,9 +50,9 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		return nil
 	}
 	if c.cfg.diskFull != nil && c.cfg.diskFull() {
-		// The directory is in the log (diskHeal), not in an answer a client reads.
-		return c.publishFailed(fmt.Errorf("%w: the disk under the embedded server's data directory is full; publishes resume once %d MiB are free",
-			channel.ErrUnavailable, healMinFree>>20))
+		// Counted, not logged per request: diskHeal logs the disk filling up once (with the
+		// directory, which a client's answer does not carry) and logs it freed.
+		return c.countFailed(errDiskFull)
 	}
 	lost := c.conn.Lost()
 	if st := c.nc.Status(); st != nats.CONNECTED {
@@ -121,8 +121,18 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	return nil
 }
 
-// publishFailed counts and logs err, and returns it.
+// errDiskFull is Publish's error while the embedded server's disk is full.
+var errDiskFull = fmt.Errorf("%w: the disk under the embedded server's data directory is full; publishes resume once %d MiB are free",
+	channel.ErrUnavailable, healMinFree>>20)
+
+// publishFailed logs and counts err, and returns it.
 func (c *Channel) publishFailed(err error) error {
+	c.log.Warn("jetstream publish failed", "stream", c.stream, "err", err)
+	return c.countFailed(err)
+}
+
+// countFailed counts err in the publish errors metric and returns it, naming the broker.
+func (c *Channel) countFailed(err error) error {
 	full := errors.Is(err, channel.ErrFull)
 	if c.metrics != nil {
 		if full {
@@ -131,7 +141,6 @@ func (c *Channel) publishFailed(err error) error {
 			c.metrics.errUnavailable.Add(1)
 		}
 	}
-	c.log.Warn("jetstream publish failed", "stream", c.stream, "err", err)
 	return fmt.Errorf("jetstream: publish to broker %q: %w", c.brokerKey, err)
 }
 
