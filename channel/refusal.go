@@ -1,0 +1,59 @@
+package channel
+
+import "errors"
+
+// Refusal is a Publish error in two parts: the reason the sender may be told, and the
+// backend's own error, which is for the operator's log only. A backend's words may name
+// its hosts and ports, its topics and streams, a cloud account, role or request ID:
+// nothing a client posting events should learn from a 429 or a 503 (docs/security.md,
+// "What a refused request is told").
+type Refusal struct {
+	// Kind is ErrFull or ErrUnavailable: what ingress answers (429 or 503).
+	Kind error
+	// Reason is one line a sender may read: what happened, in words that name nothing of
+	// the deployment behind the channel.
+	Reason string
+	// Cause is the backend's error, or nil.
+	Cause error
+}
+
+// Refuse returns a *Refusal of kind (ErrFull or ErrUnavailable) with reason for the
+// sender and cause (may be nil) for the log.
+func Refuse(kind error, reason string, cause error) error {
+	return &Refusal{Kind: kind, Reason: reason, Cause: cause}
+}
+
+// Error is the whole error, cause included: for logs, not for senders (Reason).
+func (r *Refusal) Error() string {
+	s := r.Kind.Error() + ": " + r.Reason
+	if r.Cause != nil {
+		s += ": " + r.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap gives errors.Is and errors.As the kind and the cause.
+func (r *Refusal) Unwrap() []error {
+	if r.Cause == nil {
+		return []error{r.Kind}
+	}
+	return []error{r.Kind, r.Cause}
+}
+
+// Reason is what the sender of events whose Publish failed with err may be told: the
+// reason of the first *Refusal in err's chain, or, for an error that carries none, a
+// fixed one by its kind. It never contains the rest of err.
+func Reason(err error) string {
+	if r, ok := errors.AsType[*Refusal](err); ok {
+		return r.Reason
+	}
+	switch {
+	case errors.Is(err, ErrFull):
+		return "the channel has no room for the events now"
+	case errors.Is(err, ErrUnavailable):
+		return "the channel's store is unavailable"
+	case errors.Is(err, ErrClosed):
+		return "the channel is closed"
+	}
+	return "the channel could not store the events"
+}
