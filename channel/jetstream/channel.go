@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // Channel is the durable channel of one broker on JetStream. It is safe for concurrent
@@ -22,6 +23,7 @@ type Channel struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	log       *slog.Logger
+	plog      *ratelog.Logger // publish failures: one line per ratelog.Every while they repeat
 	brokerKey string
 	stream    string // stream name
 	subjBase  string // PREFIX.<broker-hash>.
@@ -65,11 +67,13 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	bh := hashToken(brokerKey)
+	log := cfg.logger.With("channel", "jetstream", "broker", brokerKey)
 	c := &Channel{
 		cfg:       cfg,
 		nc:        nc,
 		js:        js,
-		log:       cfg.logger.With("channel", "jetstream", "broker", brokerKey),
+		log:       log,
+		plog:      ratelog.New(log),
 		brokerKey: brokerKey,
 		stream:    prefix + "_" + bh,
 		subjBase:  prefix + "." + bh + ".",

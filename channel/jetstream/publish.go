@@ -56,7 +56,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	lost := c.conn.Lost()
 	if st := c.nc.Status(); st != nats.CONNECTED {
-		return c.publishFailed(fmt.Errorf("%w: nats connection is %s", channel.ErrUnavailable, strings.ToLower(st.String())))
+		return c.publishFailed(channel.Refuse(channel.ErrUnavailable, "the NATS connection is "+strings.ToLower(st.String()), nil))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -103,11 +103,11 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		case err := <-f.Err():
 			return c.publishFailed(classify(err))
 		case <-lost:
-			return c.publishFailed(fmt.Errorf("%w: NATS connection lost while waiting for JetStream to acknowledge %d messages",
-				channel.ErrUnavailable, len(futures)))
+			return c.publishFailed(channel.Refuse(channel.ErrUnavailable,
+				fmt.Sprintf("NATS connection lost while waiting for JetStream to acknowledge %d messages", len(futures)), nil))
 		case <-ctx.Done():
-			return c.publishFailed(fmt.Errorf("%w: waiting for JetStream to acknowledge %d messages: %w",
-				channel.ErrUnavailable, len(futures), ctx.Err()))
+			return c.publishFailed(channel.Refuse(channel.ErrUnavailable,
+				fmt.Sprintf("waiting for JetStream to acknowledge %d messages", len(futures)), ctx.Err()))
 		}
 	}
 	for _, ep := range encodings {
@@ -122,12 +122,13 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 }
 
 // errDiskFull is Publish's error while the embedded server's disk is full.
-var errDiskFull = fmt.Errorf("%w: the disk under the embedded server's data directory is full; publishes resume once %d MiB are free",
-	channel.ErrUnavailable, healMinFree>>20)
+var errDiskFull = channel.Refuse(channel.ErrUnavailable,
+	fmt.Sprintf("the disk under the embedded server's data directory is full; publishes resume once %d MiB are free", healMinFree>>20), nil)
 
-// publishFailed logs and counts err, and returns it.
+// publishFailed logs (at most once per ratelog.Every while failures repeat: an outage
+// fails every request) and counts err, and returns it.
 func (c *Channel) publishFailed(err error) error {
-	c.log.Warn("jetstream publish failed", "stream", c.stream, "err", err)
+	c.plog.Warn("publish", "jetstream publish failed", "stream", c.stream, "err", err)
 	return c.countFailed(err)
 }
 
@@ -151,22 +152,21 @@ func classify(err error) error {
 	if errors.As(err, &apiErr) {
 		switch {
 		case apiErr.ErrorCode == jsErrCodeStoreFailed && strings.Contains(apiErr.Description, "maximum"):
-			return fmt.Errorf("%w: stream limit reached (%s), waiting for consumers to settle events: %w",
-				channel.ErrFull, apiErr.Description, err)
+			return channel.Refuse(channel.ErrFull, "stream limit reached, waiting for consumers to settle events", err)
 		case apiErr.ErrorCode == jsErrCodeInsufficientResources:
-			return fmt.Errorf("%w: JetStream store is out of space: %w", channel.ErrUnavailable, err)
+			return channel.Refuse(channel.ErrUnavailable, "JetStream store is out of space", err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-			return fmt.Errorf("%w: event larger than the stream's maximum message size: %w", channel.ErrUnavailable, err)
+			return channel.Refuse(channel.ErrUnavailable, "event larger than the stream's maximum message size", err)
 		}
-		return fmt.Errorf("%w: JetStream refused the message: %w", channel.ErrUnavailable, err)
+		return channel.Refuse(channel.ErrUnavailable, "JetStream refused the message", err)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
-		return fmt.Errorf("%w: too many messages awaiting JetStream acknowledgement: %w", channel.ErrFull, err)
+		return channel.Refuse(channel.ErrFull, "too many messages awaiting JetStream acknowledgement", err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: no JetStream stream answers (stream deleted or JetStream down): %w", channel.ErrUnavailable, err)
+		return channel.Refuse(channel.ErrUnavailable, "no JetStream stream answers (stream deleted or JetStream down)", err)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return fmt.Errorf("%w: event larger than the server's max payload: %w", channel.ErrUnavailable, err)
+		return channel.Refuse(channel.ErrUnavailable, "event larger than the server's max payload", err)
 	}
 	return unavailable(err)
 }

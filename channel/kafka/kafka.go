@@ -248,7 +248,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if err := c.ensureTopic(ctx); err != nil {
 		c.met.publishErrors.Add(float64(n))
 		c.log.Warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
-		return fmt.Errorf("%w: kafka topic %s: %w", channel.ErrUnavailable, c.topic, err)
+		return channel.Refuse(channel.ErrUnavailable, "Kafka is unreachable or refused the channel's topic", fmt.Errorf("kafka topic %s: %w", c.topic, err))
 	}
 	call := &publishCall{recs: make([]kgo.Record, n), done: make(chan struct{})}
 	call.pending.Store(int32(n))
@@ -282,7 +282,11 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if err != nil {
 		c.met.publishErrors.Add(float64(n))
 		c.log.Warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
-		return fmt.Errorf("%w: kafka produce to %s: %w", channel.ErrUnavailable, c.topic, err)
+		reason := "Kafka did not store the events"
+		if ctx.Err() != nil {
+			reason = "Kafka did not acknowledge the events in time"
+		}
+		return channel.Refuse(channel.ErrUnavailable, reason, fmt.Errorf("kafka produce to %s: %w", c.topic, err))
 	}
 	c.met.published.Add(float64(n))
 	return nil

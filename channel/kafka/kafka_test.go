@@ -384,6 +384,11 @@ func TestPublishUnreachableReturnsUnavailable(t *testing.T) {
 				if took > deadline+time.Second {
 					t.Errorf("Publish with a %v deadline took %v", deadline, took)
 				}
+				// What the sender is told names neither the broker's address nor the topic
+				// (the topic is created on the first publish, which is where this fails).
+				if r := channel.Reason(err); r != "Kafka is unreachable or refused the channel's topic" {
+					t.Errorf("Reason %q, want the topic's reason", r)
+				}
 				t.Logf("deadline %v: %v after %v", deadline, err, took)
 			}
 			channeltest.ExpectNothing(t, k, 200*time.Millisecond)

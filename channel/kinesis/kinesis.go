@@ -140,7 +140,8 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		size := len(data) + len(key)
 		if size > maxRecordBytes {
-			return fmt.Errorf("kinesis: event %s is %d bytes encoded, over Kinesis's 1 MiB record limit", env.Event.ID, len(data))
+			return channel.Refuse(channel.ErrUnavailable,
+				fmt.Sprintf("event %s is %d bytes encoded, over Kinesis's 1 MiB record limit", env.Event.ID, len(data)), nil)
 		}
 		if cur == nil || len(cur.entries) == maxBatchRecords || cur.size+size > maxBatchBytes {
 			cur = &putReq{ctx: ctx, done: make(chan error, 1)}
@@ -171,7 +172,7 @@ func (c *Channel) put(ctx context.Context, entries []types.PutRecordsRequestEntr
 		switch {
 		case err != nil:
 			if throttle = isThrottle(err); !throttle && ctx.Err() != nil {
-				return fmt.Errorf("%w: kinesis: PutRecords to %s: %w", channel.ErrUnavailable, c.stream, err)
+				return channel.Refuse(channel.ErrUnavailable, "Kinesis did not take the events in time", fmt.Errorf("kinesis: PutRecords to %s: %w", c.stream, err))
 			}
 			if !throttle {
 				c.log.Warn("put", "kinesis: PutRecords failed; trying again", "stream", c.stream, "err", err)
@@ -191,14 +192,15 @@ func (c *Channel) put(ctx context.Context, entries []types.PutRecordsRequestEntr
 		}
 		if throttle {
 			if throttled++; throttled >= 3 {
-				return fmt.Errorf("%w: kinesis: stream %s throttled: %w", channel.ErrFull, c.stream, cause)
+				return channel.Refuse(channel.ErrFull, "Kinesis is throttling writes to the channel's stream", fmt.Errorf("kinesis: stream %s throttled: %w", c.stream, cause))
 			}
 		}
 		entries = failed
 		wait := min(50*time.Millisecond<<min(attempt, 5), time.Second)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: kinesis: PutRecords to %s: %w (%w)", channel.ErrUnavailable, c.stream, ctx.Err(), cause)
+			return channel.Refuse(channel.ErrUnavailable, "Kinesis did not take the events in time",
+				fmt.Errorf("kinesis: PutRecords to %s: %w (%w)", c.stream, ctx.Err(), cause))
 		case <-time.After(wait):
 		}
 	}

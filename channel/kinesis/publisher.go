@@ -100,7 +100,8 @@ func (p *publisher) take() (batch []*putReq, entries []types.PutRecordsRequestEn
 	for len(p.queue) > 0 {
 		r := p.queue[0]
 		if err := r.ctx.Err(); err != nil {
-			r.done <- fmt.Errorf("%w: kinesis: %w before the events were sent", channel.ErrUnavailable, err)
+			r.done <- channel.Refuse(channel.ErrUnavailable, "the request ended before the events were sent to Kinesis",
+				fmt.Errorf("kinesis: %w before the events were sent", err))
 		} else {
 			if len(batch) > 0 && (n+len(r.entries) > maxBatchRecords || size+r.size > maxBatchBytes) {
 				break

@@ -88,7 +88,7 @@ func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
 		return nil
 	}
 	if !c.budget.reserve(total) {
-		return fmt.Errorf("%w: %d bytes queued of %d", channel.ErrFull, c.budget.Used(), c.budget.Limit())
+		return channel.Refuse(channel.ErrFull, fmt.Sprintf("%d bytes queued of %d", c.budget.Used(), c.budget.Limit()), nil)
 	}
 	for i := range envs {
 		routes := qs[:len(envs[i].Subscriptions)]
