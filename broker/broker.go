@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/filter"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // Broker is one addressable broker or channel (`/<namespace>/<name>`): its channel, the
@@ -36,6 +37,7 @@ type Broker struct {
 	ch      channel.Channel
 	index   atomic.Pointer[filter.Index]
 	log     *slog.Logger
+	refused *ratelog.Logger // requests whose events the channel did not store (ingress.go)
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics

@@ -157,14 +157,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		spans.end(err, storeStatus(err))
 	}
 	if err != nil {
-		switch {
-		case errors.Is(err, channel.ErrFull):
-			s.rejectFull(w, r, b, oneLine(err.Error()), 0)
-		default:
-			s.metrics.rejected.WithLabelValues(b.key, "unavailable").Inc()
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "cannot store events: "+oneLine(err.Error()), http.StatusServiceUnavailable)
-		}
+		s.storeFailed(w, r, b, err)
 		return
 	}
 	b.m.accepted.Add(float64(len(evs)))
@@ -189,6 +182,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var zeroLength = []string{"0"}
+
+// storeFailed answers a request whose events the channel did not store: 429 when it is
+// full, 503 otherwise, both with Retry-After. The sender is told the channel's reason
+// (channel.Reason), never the backend's own error, which may name its hosts, topics or
+// cloud account (docs/security.md); that goes to the log, at most one line per broker and
+// answer every ratelog.Every while failures repeat.
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, b *Broker, err error) {
+	reason := oneLine(channel.Reason(err))
+	if errors.Is(err, channel.ErrFull) {
+		b.refused.Warn("full", "refusing requests: the channel is full", "err", err)
+		s.rejectFull(w, r, b, reason, 0)
+		return
+	}
+	b.refused.Warn("unavailable", "refusing requests: cannot store events", "err", err)
+	s.metrics.rejected.WithLabelValues(b.key, "unavailable").Inc()
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "cannot store events: "+reason, http.StatusServiceUnavailable)
+}
 
 // oneLine keeps an error reason to one line for the response body.
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }

@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -204,6 +207,68 @@ func TestIngressFullAndUnavailable(t *testing.T) {
 	rec = post(h, "POST", "/ns/b", binary("closed"), `{}`)
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "cannot store events") {
 		t.Errorf("channel closed: %d Retry-After %q %q, want 503, 1, cannot store events", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
+// failingChannel is a memory channel whose Publish fails with err: a backend that is down
+// or full, with the words it would say in that case.
+type failingChannel struct {
+	channel.Channel
+	err error
+}
+
+func (f *failingChannel) Publish(context.Context, []channel.Envelope) error { return f.err }
+
+// TestRefusalTellsTheReasonNotTheBackend: a request whose events the channel did not
+// store is told the channel's reason (channel.Refuse), or one by the error's kind, never
+// the backend's own error (hosts, accounts, topics); the log has the whole error, once
+// for the three refusals (ratelog counts the other two into the next line, ten seconds on).
+func TestRefusalTellsTheReasonNotTheBackend(t *testing.T) {
+	const secret = "dial tcp 10.1.2.3:9092 as arn:aws:iam::123456789012:role/ingest"
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		body   string
+	}{
+		{"unavailable, with a reason", channel.Refuse(channel.ErrUnavailable, "Kafka did not store the events", errors.New(secret)),
+			503, "cannot store events: Kafka did not store the events\n"},
+		{"full, with a reason", channel.Refuse(channel.ErrFull, "Kinesis is throttling writes", errors.New(secret)),
+			429, "channel full: try again after Retry-After: Kinesis is throttling writes\n"},
+		{"unavailable, no reason", fmt.Errorf("%w: %s", channel.ErrUnavailable, secret),
+			503, "cannot store events: the channel's store is unavailable\n"},
+		{"full, no reason", fmt.Errorf("%w: %s", channel.ErrFull, secret),
+			429, "channel full: try again after Retry-After: the channel has no room for the events now\n"},
+		{"neither", errors.New(secret),
+			503, "cannot store events: the channel could not store the events\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs lockedBuffer
+			open := func(context.Context, config.Broker) (channel.Channel, error) {
+				return &failingChannel{Channel: memory.New(), err: tt.err}, nil
+			}
+			s, err := NewServer(WithChannelOpener(open), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithRejectHold(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown(context.Background())
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", "http://127.0.0.1:1/"))); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				rec := post(s.Handler(), "POST", "/ns/b", binary(fmt.Sprint("e", i)), `{}`)
+				if rec.Code != tt.status || rec.Header().Get("Retry-After") == "" || rec.Body.String() != tt.body {
+					t.Fatalf("answer %d Retry-After %q body %q; want %d with Retry-After, body %q",
+						rec.Code, rec.Header().Get("Retry-After"), rec.Body, tt.status, tt.body)
+				}
+			}
+			log := logs.String()
+			if n := strings.Count(log, "refusing requests"); n != 1 || !strings.Contains(log, secret) ||
+				!strings.Contains(log, "broker=ns/b") || strings.Count(log, secret) != 1 {
+				t.Errorf("log has %d refusal lines, want 1 naming the broker with the whole error once:\n%s", n, log)
+			}
+		})
 	}
 }
 

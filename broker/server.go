@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // ErrShutdown is returned by Apply once Shutdown has begun.
@@ -212,6 +213,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		durable: channel.IsDurable(ch), srv: s, log: s.log, triggers: map[string]*trigger{},
 		m: s.metrics.forBroker(bc.Key()),
 	}
+	b.refused = ratelog.New(s.log.With("broker", b.key))
 	b.backlog.limit = s.opts.maxBacklog
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
