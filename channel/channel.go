@@ -15,7 +15,7 @@ import (
 )
 
 // Errors a Channel returns. Ingress maps ErrFull to 429 and ErrUnavailable to 503, both
-// with Retry-After.
+// with Retry-After, and ErrTooLarge to 413 without (sending the event again cannot help).
 var (
 	// ErrFull: the channel has no room for the events now; try again later.
 	ErrFull = errors.New("channel full")
@@ -23,6 +23,9 @@ var (
 	ErrUnavailable = errors.New("channel backend unavailable")
 	// ErrClosed: the channel or consumer was closed.
 	ErrClosed = errors.New("channel closed")
+	// ErrTooLarge: an event is larger than the backend stores, however often it is sent
+	// (a record or message size limit below the ingress's --max-event-bytes).
+	ErrTooLarge = errors.New("event too large for the channel")
 )
 
 // Envelope is one event and the names of the subscriptions it was routed to at ingress.

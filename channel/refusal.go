@@ -8,7 +8,8 @@ import "errors"
 // nothing a client posting events should learn from a 429 or a 503 (docs/security.md,
 // "What a refused request is told").
 type Refusal struct {
-	// Kind is ErrFull or ErrUnavailable: what ingress answers (429 or 503).
+	// Kind is ErrFull, ErrUnavailable or ErrTooLarge: what ingress answers (429, 503 or
+	// 413).
 	Kind error
 	// Reason is one line a sender may read: what happened, in words that name nothing of
 	// the deployment behind the channel.
@@ -17,8 +18,8 @@ type Refusal struct {
 	Cause error
 }
 
-// Refuse returns a *Refusal of kind (ErrFull or ErrUnavailable) with reason for the
-// sender and cause (may be nil) for the log.
+// Refuse returns a *Refusal of kind (ErrFull, ErrUnavailable or ErrTooLarge) with reason
+// for the sender and cause (may be nil) for the log.
 func Refuse(kind error, reason string, cause error) error {
 	return &Refusal{Kind: kind, Reason: reason, Cause: cause}
 }
@@ -52,6 +53,8 @@ func Reason(err error) string {
 		return "the channel has no room for the events now"
 	case errors.Is(err, ErrUnavailable):
 		return "the channel's store is unavailable"
+	case errors.Is(err, ErrTooLarge):
+		return "an event is larger than the channel stores"
 	case errors.Is(err, ErrClosed):
 		return "the channel is closed"
 	}

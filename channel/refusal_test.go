@@ -23,6 +23,7 @@ func TestReason(t *testing.T) {
 		{"a full refusal without a cause", channel.Refuse(channel.ErrFull, "10 bytes queued of 10", nil), "10 bytes queued of 10", channel.ErrFull},
 		{"full, no reason", fmt.Errorf("%w: %w", channel.ErrFull, cause), "the channel has no room for the events now", channel.ErrFull},
 		{"unavailable, no reason", fmt.Errorf("%w: %w", channel.ErrUnavailable, cause), "the channel's store is unavailable", channel.ErrUnavailable},
+		{"too large, no reason", fmt.Errorf("%w: %w", channel.ErrTooLarge, cause), "an event is larger than the channel stores", channel.ErrTooLarge},
 		{"closed", channel.ErrClosed, "the channel is closed", channel.ErrClosed},
 		{"anything else", cause, "the channel could not store the events", nil},
 	}

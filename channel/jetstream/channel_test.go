@@ -244,6 +244,32 @@ func TestPublishUnavailable(t *testing.T) {
 	}
 }
 
+// TestEventTooLarge: an event over the server's largest message is refused with
+// ErrTooLarge (ingress answers 413: sending it again cannot help), at once, counted as
+// too_large; the channel stores the next event that fits.
+func TestEventTooLarge(t *testing.T) {
+	e := startServer(t, t.TempDir())
+	reg := prometheus.NewRegistry()
+	c := newChannel(t, connect(t, e), "demo/default", WithRegisterer(reg))
+	k := consume(t, c, "t")
+	err := c.Publish(context.Background(), []channel.Envelope{{Event: testEvent(0, make([]byte, DefaultMaxPayload+1)), Subscriptions: []string{"t"}}})
+	if !errors.Is(err, channel.ErrTooLarge) || errors.Is(err, channel.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrTooLarge only", err)
+	}
+	if r := channel.Reason(err); r != "event larger than the NATS server's largest message" {
+		t.Errorf("Reason %q", r)
+	}
+	want := map[string]float64{`broker="demo/default",reason="full"`: 0, `broker="demo/default",reason="too_large"`: 1,
+		`broker="demo/default",reason="unavailable"`: 0}
+	if got := sluicetest.Gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
+		t.Errorf("publish errors metric: got %v, want %v", got, want)
+	}
+	publish(t, c, channel.Envelope{Event: testEvent(1, nil), Subscriptions: []string{"t"}})
+	if ms := channeltest.ReceiveN(t, k, 1, 10*time.Second); ms[0].Event().ID != testEvent(1, nil).ID {
+		t.Errorf("received %s, want the event that fits", ms[0].Event().ID)
+	}
+}
+
 func TestStoreFull(t *testing.T) {
 	e := startServer(t, t.TempDir())
 	reg := prometheus.NewRegistry()
@@ -268,7 +294,8 @@ func TestStoreFull(t *testing.T) {
 		t.Fatalf("stored %d events in %v before the limit", stored, time.Since(start))
 	}
 	t.Logf("full after %d events: %v", stored, err)
-	want := map[string]float64{`broker="demo/default",reason="full"`: 1, `broker="demo/default",reason="unavailable"`: 0}
+	want := map[string]float64{`broker="demo/default",reason="full"`: 1, `broker="demo/default",reason="too_large"`: 0,
+		`broker="demo/default",reason="unavailable"`: 0}
 	if got := sluicetest.Gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("publish errors metric: got %v, want %v", got, want)
 	}

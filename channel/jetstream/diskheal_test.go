@@ -94,7 +94,8 @@ func TestDiskFullFailsFast(t *testing.T) {
 		t.Errorf("publish with the disk full took %v, want at once", took)
 	}
 
-	want := map[string]float64{`broker="ns/disk",reason="full"`: 0, `broker="ns/disk",reason="unavailable"`: refused}
+	want := map[string]float64{`broker="ns/disk",reason="full"`: 0, `broker="ns/disk",reason="too_large"`: 0,
+		`broker="ns/disk",reason="unavailable"`: refused}
 	if got := sluicetest.Gather(t, reg, "sluice_jetstream_publish_errors_total"); !reflect.DeepEqual(got, want) {
 		t.Errorf("publish errors metric: got %v, want %v", got, want)
 	}

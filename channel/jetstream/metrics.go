@@ -16,6 +16,7 @@ type collector struct {
 	published      atomic.Uint64
 	errFull        atomic.Uint64
 	errUnavailable atomic.Uint64
+	errTooLarge    atomic.Uint64
 }
 
 func newCollector(ch *Channel) *collector {
@@ -29,7 +30,7 @@ func newCollector(ch *Channel) *collector {
 			"Messages stored in the broker's stream (one per event and routed subscription).",
 			nil, labels),
 		errorsDesc: prometheus.NewDesc("sluice_jetstream_publish_errors_total",
-			"Failed Publish calls by reason (full: limit reached; unavailable: backend failure).",
+			"Failed Publish calls by reason (full: limit reached; too_large: an event over the message size; unavailable: backend failure).",
 			[]string{"reason"}, labels),
 	}
 }
@@ -54,4 +55,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.publishedDesc, prometheus.CounterValue, float64(c.published.Load()))
 	ch <- prometheus.MustNewConstMetric(c.errorsDesc, prometheus.CounterValue, float64(c.errFull.Load()), "full")
 	ch <- prometheus.MustNewConstMetric(c.errorsDesc, prometheus.CounterValue, float64(c.errUnavailable.Load()), "unavailable")
+	ch <- prometheus.MustNewConstMetric(c.errorsDesc, prometheus.CounterValue, float64(c.errTooLarge.Load()), "too_large")
 }

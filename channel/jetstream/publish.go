@@ -34,8 +34,9 @@ const maxPooledEncoding = 64 << 10
 // batch costs about one round trip.
 //
 // Errors wrap channel.ErrFull (stream at its MaxBytes, too many publishes awaiting
-// acknowledgement) or channel.ErrUnavailable (not connected, no JetStream, store
-// failure, the embedded server's disk full, ctx ended), with the reason. On error some
+// acknowledgement), channel.ErrTooLarge (over the stream's or the server's message size)
+// or channel.ErrUnavailable (not connected, no JetStream, store failure, the embedded
+// server's disk full, ctx ended), as a channel.Refusal with the reason. On error some
 // messages may be stored anyway; the caller rejects the request and the client's retry
 // makes duplicates, which at-least-once delivery allows.
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
@@ -134,19 +135,21 @@ func (c *Channel) publishFailed(err error) error {
 
 // countFailed counts err in the publish errors metric and returns it, naming the broker.
 func (c *Channel) countFailed(err error) error {
-	full := errors.Is(err, channel.ErrFull)
 	if c.metrics != nil {
-		if full {
+		switch {
+		case errors.Is(err, channel.ErrFull):
 			c.metrics.errFull.Add(1)
-		} else {
+		case errors.Is(err, channel.ErrTooLarge):
+			c.metrics.errTooLarge.Add(1)
+		default:
 			c.metrics.errUnavailable.Add(1)
 		}
 	}
 	return fmt.Errorf("jetstream: publish to broker %q: %w", c.brokerKey, err)
 }
 
-// classify wraps a publish error with channel.ErrFull or channel.ErrUnavailable and a
-// reason a person can act on.
+// classify wraps a publish error with its kind (channel.ErrFull, ErrTooLarge or
+// ErrUnavailable) and a reason a person can act on.
 func classify(err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -156,7 +159,7 @@ func classify(err error) error {
 		case apiErr.ErrorCode == jsErrCodeInsufficientResources:
 			return channel.Refuse(channel.ErrUnavailable, "JetStream store is out of space", err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-			return channel.Refuse(channel.ErrUnavailable, "event larger than the stream's maximum message size", err)
+			return channel.Refuse(channel.ErrTooLarge, "event larger than the stream's maximum message size", err)
 		}
 		return channel.Refuse(channel.ErrUnavailable, "JetStream refused the message", err)
 	}
@@ -166,7 +169,7 @@ func classify(err error) error {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return channel.Refuse(channel.ErrUnavailable, "no JetStream stream answers (stream deleted or JetStream down)", err)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return channel.Refuse(channel.ErrUnavailable, "event larger than the server's max payload", err)
+		return channel.Refuse(channel.ErrTooLarge, "event larger than the NATS server's largest message", err)
 	}
 	return unavailable(err)
 }

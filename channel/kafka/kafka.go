@@ -282,11 +282,14 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if err != nil {
 		c.met.publishErrors.Add(float64(n))
 		c.log.Warn("publish", "kafka: publish failed", "topic", c.topic, "err", err)
-		reason := "Kafka did not store the events"
-		if ctx.Err() != nil {
-			reason = "Kafka did not acknowledge the events in time"
+		cause := fmt.Errorf("kafka produce to %s: %w", c.topic, err)
+		switch {
+		case errors.Is(err, kerr.MessageTooLarge): // the producer's batch limit or the topic's
+			return channel.Refuse(channel.ErrTooLarge, "event larger than Kafka's largest message", cause)
+		case ctx.Err() != nil:
+			return channel.Refuse(channel.ErrUnavailable, "Kafka did not acknowledge the events in time", cause)
 		}
-		return channel.Refuse(channel.ErrUnavailable, reason, fmt.Errorf("kafka produce to %s: %w", c.topic, err))
+		return channel.Refuse(channel.ErrUnavailable, "Kafka did not store the events", cause)
 	}
 	c.met.published.Add(float64(n))
 	return nil

@@ -140,7 +140,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		size := len(data) + len(key)
 		if size > maxRecordBytes {
-			return channel.Refuse(channel.ErrUnavailable,
+			return channel.Refuse(channel.ErrTooLarge,
 				fmt.Sprintf("event %s is %d bytes encoded, over Kinesis's 1 MiB record limit", env.Event.ID, len(data)), nil)
 		}
 		if cur == nil || len(cur.entries) == maxBatchRecords || cur.size+size > maxBatchBytes {
