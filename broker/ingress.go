@@ -184,7 +184,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 var zeroLength = []string{"0"}
 
 // storeFailed answers a request whose events the channel did not store: 429 when it is
-// full, 503 otherwise, both with Retry-After. The sender is told the channel's reason
+// full, 413 when an event is larger than it stores, 503 otherwise; all but the 413 with
+// Retry-After. The sender is told the channel's reason
 // (channel.Reason), never the backend's own error, which may name its hosts, topics or
 // cloud account (docs/security.md); that goes to the log, at most one line per broker and
 // answer every ratelog.Every while failures repeat.
@@ -193,6 +194,12 @@ func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, b *Broker, 
 	if errors.Is(err, channel.ErrFull) {
 		b.refused.Warn("full", "refusing requests: the channel is full", "err", err)
 		s.rejectFull(w, r, b, reason, 0)
+		return
+	}
+	if errors.Is(err, channel.ErrTooLarge) {
+		b.refused.Warn("too_large", "refusing events larger than the channel stores", "err", err)
+		s.metrics.rejected.WithLabelValues(b.key, "too_large").Inc()
+		http.Error(w, "event too large: "+reason, http.StatusRequestEntityTooLarge)
 		return
 	}
 	b.refused.Warn("unavailable", "refusing requests: cannot store events", "err", err)

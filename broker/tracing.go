@@ -75,6 +75,8 @@ func storeStatus(err error) int {
 		return http.StatusAccepted
 	case errors.Is(err, channel.ErrFull):
 		return http.StatusTooManyRequests
+	case errors.Is(err, channel.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusServiceUnavailable
 }
