@@ -185,10 +185,10 @@ var zeroLength = []string{"0"}
 
 // storeFailed answers a request whose events the channel did not store: 429 when it is
 // full, 413 when an event is larger than it stores, 503 otherwise; all but the 413 with
-// Retry-After. The sender is told the channel's reason
-// (channel.Reason), never the backend's own error, which may name its hosts, topics or
-// cloud account (docs/security.md); that goes to the log, at most one line per broker and
-// answer every ratelog.Every while failures repeat.
+// Retry-After. The sender is told the channel's reason (channel.Reason), never the
+// backend's own error, which may name its hosts, topics or cloud account
+// (docs/security.md); that goes to the log, at most one line per broker and answer every
+// ratelog.Every while failures repeat.
 func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, b *Broker, err error) {
 	reason := oneLine(channel.Reason(err))
 	if errors.Is(err, channel.ErrFull) {
