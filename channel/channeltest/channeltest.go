@@ -36,6 +36,8 @@
 //	Remove                 Remove closes that consumer (ErrClosed); others go on
 //	Close                  consumers, Consume and Publish fail after Close; Close twice is fine
 //	Durable                channel.IsDurable agrees with Harness.Durable
+//	TooLarge               an event of TooLarge bytes of data fails with channel.ErrTooLarge
+//	                       and is not stored; the next event is (TooLarge > 0)
 //
 // The whole suite takes a few seconds per backend: waits are bounded by Harness.Wait and
 // the negative checks wait at most a second.
@@ -83,6 +85,11 @@ type Harness struct {
 	// of events (the memory channel's budget, a stream's byte limit), for the
 	// all-or-nothing Publish test; nil skips that test.
 	Limited func(t *testing.T, limit int64) channel.Channel
+	// TooLarge, when positive, is a data size over the backend's largest event (a
+	// message or record size limit): such an event must fail with channel.ErrTooLarge,
+	// which ingress answers 413. Zero skips the test (the memory channel has no limit
+	// of its own: the ingress's --max-event-bytes is the only one).
+	TooLarge int
 	// Wait bounds how long the suite waits for something that must happen (a message,
 	// a Len value); default 20 s. Durable backends refresh some figures periodically.
 	Wait time.Duration
@@ -120,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		{"Remove", testRemove},
 		{"Close", testClose},
 		{"Durable", testDurable},
+		{"TooLarge", testTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
@@ -539,4 +547,27 @@ func testDurable(t *testing.T, h Harness) {
 	if got := channel.IsDurable(c); got != h.Durable {
 		t.Fatalf("channel.IsDurable = %v, want %v", got, h.Durable)
 	}
+}
+
+func testTooLarge(t *testing.T, h Harness) {
+	if h.TooLarge <= 0 {
+		t.Skip("no size limit of the backend's own (Harness.TooLarge)")
+	}
+	c := open(t, h)
+	k := Consume(t, c, "sub")
+	big := Event("big")
+	big.Data = make([]byte, h.TooLarge)
+	err := c.Publish(Ctx(t, h.wait()), []channel.Envelope{{Event: big, Subscriptions: []string{"sub"}}})
+	if !errors.Is(err, channel.ErrTooLarge) || errors.Is(err, channel.ErrUnavailable) || errors.Is(err, channel.ErrFull) {
+		t.Fatalf("publishing %d bytes of data: %v, want channel.ErrTooLarge only", h.TooLarge, err)
+	}
+	if r := channel.Reason(err); r == channel.Reason(channel.ErrTooLarge) {
+		t.Errorf("the reason %q does not say which limit", r)
+	}
+	Publish(t, c, []string{"sub"}, Event("fits"))
+	ms := ReceiveN(t, k, 1, h.wait())
+	if id := ms[0].Event().ID; id != "fits" {
+		t.Errorf("received %s, want fits (the refused event is not stored)", id)
+	}
+	AckAll(t, ms)
 }

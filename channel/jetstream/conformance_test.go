@@ -41,5 +41,6 @@ func TestConformance(t *testing.T) {
 			return open(t, fmt.Sprintf("conformance/b%d", n.Add(1)), WithMaxBytes(limit))
 		},
 		MaxUnsettled: maxAckPending,
+		TooLarge:     DefaultMaxPayload + 1, // over the embedded server's largest message
 	})
 }

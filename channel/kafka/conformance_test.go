@@ -40,5 +40,6 @@ func TestConformance(t *testing.T) {
 			return open(t, prefixes[old])
 		},
 		MaxUnsettled: 1024,
+		TooLarge:     1 << 20, // over franz-go's batch limit (about 1 MB)
 	})
 }

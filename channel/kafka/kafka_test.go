@@ -81,31 +81,6 @@ func TestRoundTripPreservesEvents(t *testing.T) {
 	}
 }
 
-// TestEventOverTheMessageLimit: an event larger than a Kafka message may be (franz-go's
-// batch limit, about 1 MB, below the ingress's default 1 MiB) is refused with ErrTooLarge
-// (413 at ingress: sending it again cannot help), and the next event that fits is stored.
-func TestEventOverTheMessageLimit(t *testing.T) {
-	c, _ := newChannel(t)
-	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "sub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := &event.Event{SpecVersion: "1.0", ID: "big", Source: "/s", Type: "t", Data: make([]byte, 1<<20)}
-	err = c.Publish(channeltest.Ctx(t, 20*time.Second), []channel.Envelope{{Event: big, Subscriptions: []string{"sub"}}})
-	if !errors.Is(err, channel.ErrTooLarge) || errors.Is(err, channel.ErrUnavailable) {
-		t.Fatalf("got %v, want ErrTooLarge only", err)
-	}
-	if r := channel.Reason(err); r != "event larger than Kafka's largest message" {
-		t.Errorf("Reason %q", r)
-	}
-	channeltest.Publish(t, c, []string{"sub"}, channeltest.Event("fits"))
-	ms := channeltest.ReceiveN(t, k, 1, 20*time.Second)
-	if id := ms[0].Event().ID; id != "fits" {
-		t.Errorf("received %s, want fits", id)
-	}
-	channeltest.AckAll(t, ms)
-}
-
 func TestPartitionKeyIsRecordKeyAndOrdersPerKey(t *testing.T) {
 	c, brokers := newChannel(t)
 	k, err := c.Consume(channeltest.Ctx(t, 30*time.Second), "sub")

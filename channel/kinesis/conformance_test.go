@@ -65,5 +65,6 @@ func TestConformance(t *testing.T) {
 			return newChannel(t, o.key, o.dir)
 		},
 		MaxUnsettled: 1024,
+		TooLarge:     1 << 20, // a record over Kinesis's 1 MiB
 	})
 }

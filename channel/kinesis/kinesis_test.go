@@ -2,11 +2,9 @@ package kinesis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kinesis"
 	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
@@ -111,27 +108,4 @@ func split(t *testing.T, api *awskinesis.Client, stream string) {
 		NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
 		t.Error(err)
 	}
-}
-
-// TestEventOverTheRecordLimit: an event whose record would pass Kinesis's 1 MiB is
-// refused with ErrTooLarge (413 at ingress: sending it again cannot help) before
-// anything is sent, and the next event that fits is stored.
-func TestEventOverTheRecordLimit(t *testing.T) {
-	c := newChannel(t, uniqueKey(t), t.TempDir())
-	defer c.Close()
-	k := channeltest.Consume(t, c, "sub")
-	big := &event.Event{SpecVersion: "1.0", ID: "big", Source: "/src", Type: "t", Data: make([]byte, 1<<20)}
-	err := c.Publish(channeltest.Ctx(t, 10*time.Second), []channel.Envelope{{Event: big, Subscriptions: []string{"sub"}}})
-	if !errors.Is(err, channel.ErrTooLarge) || errors.Is(err, channel.ErrUnavailable) {
-		t.Fatalf("got %v, want ErrTooLarge only", err)
-	}
-	if r := channel.Reason(err); !strings.Contains(r, "over Kinesis's 1 MiB record limit") {
-		t.Errorf("Reason %q does not name the limit", r)
-	}
-	channeltest.Publish(t, c, []string{"sub"}, channeltest.Event("fits"))
-	ms := channeltest.ReceiveN(t, k, 1, 20*time.Second)
-	if id := ms[0].Event().ID; id != "fits" {
-		t.Errorf("received %s, want fits", id)
-	}
-	channeltest.AckAll(t, ms)
 }
