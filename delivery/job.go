@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -115,9 +116,12 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 			d.settle(j)
 			return
 		}
-		// The reply could not be ingested: the delivery failed and is retried.
-		o.errData = []byte(err.Error())
-		o.err = err
+		// The reply could not be ingested: the delivery failed and is retried, unless the
+		// channel can never store it (too large). The dead letter tells the channel's
+		// reason, not the backend's own error (hosts, topics, accounts: docs/security.md);
+		// the log of its failure has that.
+		o.errData = replyErrData(err)
+		o.err, o.final = err, errors.Is(err, channel.ErrTooLarge)
 	}
 	d.failed(ctx, t, j, &o, t.url, j.ev)
 }
@@ -235,7 +239,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome, dest *url.URL, ev *event.Event) {
 	p := t.Policy
 	tm := d.tm.Load()
-	retryable := o.err != nil || Retryable(o.status) // o.err: network error, timeout or reply failure
+	retryable := !o.final && (o.err != nil || Retryable(o.status)) // o.err: network error, timeout or reply failure
 	if retryable && j.attempt < p.attempts() {
 		wait := p.Wait(j.attempt, rand.Float64)
 		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {

@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -134,6 +136,53 @@ func TestReplierErrorRetriesDelivery(t *testing.T) {
 	}
 	if v := value(m.replies.WithLabelValues("ns/a", "failed")); v != 2 {
 		t.Errorf("replies_total{failed} = %v, want 2", v)
+	}
+}
+
+// TestReplyNotStoredDeadLetter: a reply the channel refuses is retried under the policy,
+// except one it can never store (ErrTooLarge), which is dead-lettered after one
+// attempt; the dead letter says the channel's reason, never the backend's error.
+func TestReplyNotStoredDeadLetter(t *testing.T) {
+	const secret = "dial tcp 10.1.2.3:9092"
+	tests := []struct {
+		name     string
+		err      error
+		attempts int64
+		data     string
+	}{
+		{"too large", channel.Refuse(channel.ErrTooLarge, "event larger than Kafka's largest message", errors.New(secret)),
+			1, "reply not stored: event larger than Kafka's largest message"},
+		{"unavailable", channel.Refuse(channel.ErrUnavailable, "Kafka did not store the events", errors.New(secret)),
+			3, "reply not stored: Kafka did not store the events"},
+		{"unavailable, no reason", fmt.Errorf("%w: %s", channel.ErrUnavailable, secret),
+			3, "reply not stored: the channel's store is unavailable"},
+		{"not the channel's", errors.New("reply r: knativebrokerttl \"x\" is not an integer"),
+			3, "reply reply-e1 not ingested: reply r: knativebrokerttl \"x\" is not an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub := newServer(t, replyB)
+			dls := newServer(t, nil)
+			q, pub := newQueue(t)
+			rs := replies{err: tt.err}
+			d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL,
+				Policy: Policy{Retry: 2, Delay: time.Millisecond, DeadLetterSink: dls.URL}}, WithReplier(rs.replier))
+			run(t, d)
+			pub(newEvent("e1"))
+			sluicetest.Eventually(t, 5*time.Second, "dead-lettered", func() bool { return q.acked.Load() == 1 })
+			if n := sub.n.Load(); n != tt.attempts {
+				t.Errorf("subscriber saw %d attempts, want %d", n, tt.attempts)
+			}
+			got := dls.received()
+			if len(got) != 1 {
+				t.Fatalf("dead letters %d, want 1", len(got))
+			}
+			enc, _ := got[0].ev.Get(ExtErrorData)
+			data, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil || string(data) != tt.data {
+				t.Errorf("%s = %q (%v), want %q", ExtErrorData, data, err, tt.data)
+			}
+		})
 	}
 }
 

@@ -29,6 +29,7 @@ type outcome struct {
 	status     int           // HTTP status; 0 for a network error or timeout
 	timedOut   bool          // the attempt hit Policy.Timeout
 	err        error         // transport error, when status is 0
+	final      bool          // a failure no retry can mend (a reply the channel can never store)
 	retryAfter time.Duration // Retry-After of a 429/503, 0 if none
 	errData    []byte        // at most 1024 bytes of a failure's body, or the error text
 	reply      *event.Event  // a 2xx's reply event
