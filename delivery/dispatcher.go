@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
 // Dispatcher delivers one trigger's (or subscription's) messages from a channel consumer
@@ -36,6 +37,7 @@ type Dispatcher struct {
 	c            channel.Consumer
 	client       *http.Client
 	tokens       TokenSource
+	tokenLog     *ratelog.Logger // a token source's errors (secure.go)
 	replier      Replier
 	deadLetterer DeadLetterer
 	log          *slog.Logger
@@ -94,6 +96,7 @@ func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 		d.log = slog.Default()
 	}
 	d.log = d.log.With("trigger", t.Name)
+	d.tokenLog = ratelog.New(d.log)
 	if d.metrics == nil {
 		d.metrics = NewMetrics(nil)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -59,14 +60,18 @@ func (d *Dispatcher) clientFor(c *http.Client) *http.Client {
 }
 
 // bearer returns the Authorization header value for a destination with audience; ""
-// without one, or without a token source.
+// without one, or without a token source. When the source has no token, the error names
+// only the audience: it becomes a dead letter's knativeerrordata, which the sink's owner
+// reads. The source's own error (it may name a token file) goes to the log instead, at
+// most once per ratelog.Every per audience (docs/security.md).
 func (d *Dispatcher) bearer(ctx context.Context, audience string) (string, error) {
 	if audience == "" || d.tokens == nil {
 		return "", nil
 	}
 	tok, err := d.tokens.Token(ctx, audience)
 	if err != nil {
-		return "", err
+		d.tokenLog.Warn(audience, "no token for a destination's audience", "audience", audience, "err", err)
+		return "", fmt.Errorf("no token for audience %q", audience)
 	}
 	return "Bearer " + tok, nil
 }

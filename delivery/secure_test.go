@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"net/http"
@@ -86,6 +87,44 @@ func TestHTTPSSubscriberWithCACerts(t *testing.T) {
 	}
 	if got := dls.requests(); len(got) != 1 || got[0] != "HTTP/2.0 Bearer tok-dls" {
 		t.Errorf("dead-letter sink saw %q; want one HTTP/2.0 request with Bearer tok-dls", got)
+	}
+}
+
+// fileTokens is a TokenSource whose every token is missing, with an error naming the file,
+// as auth.TokenFiles's does.
+type fileTokens struct{}
+
+func (fileTokens) Token(_ context.Context, aud string) (string, error) {
+	return "", errors.New("token for audience " + aud + ": open /etc/sluice/tokens/" + aud + ": permission denied")
+}
+
+// TestMissingTokenDeadLetterNamesOnlyTheAudience: a delivery that fails for want of a
+// token is dead-lettered saying which audience has none; the token source's error, which
+// names a file, goes to the log, once for the two attempts.
+func TestMissingTokenDeadLetterNamesOnlyTheAudience(t *testing.T) {
+	sub := newServer(t, nil)
+	dls := newServer(t, nil)
+	q, pub := newQueue(t)
+	var logs strings.Builder
+	d := NewDispatcher(q, Target{Name: "ns/t", URL: sub.URL, Audience: "shop",
+		Policy: Policy{Retry: 1, Delay: time.Millisecond, DeadLetterSink: dls.URL}},
+		WithLogger(testLogger(&logs)), WithTokenSource(fileTokens{}))
+	run(t, d)
+	pub(newEvent("e1"))
+	sluicetest.Eventually(t, 5*time.Second, "dead-lettered", func() bool { return q.acked.Load() == 1 })
+	if n := sub.n.Load(); n != 0 {
+		t.Errorf("subscriber reached %d times without a token", n)
+	}
+	got := dls.received()
+	if len(got) != 1 {
+		t.Fatalf("dead letters %d, want 1", len(got))
+	}
+	enc, _ := got[0].ev.Get(ExtErrorData)
+	if data, err := base64.StdEncoding.DecodeString(enc); err != nil || string(data) != `no token for audience "shop"` {
+		t.Errorf("%s = %q (%v), want only the audience", ExtErrorData, data, err)
+	}
+	if n := strings.Count(logs.String(), "/etc/sluice/tokens/shop"); n != 1 {
+		t.Errorf("the source's error is logged %d times, want once:\n%s", n, logs.String())
 	}
 }
 
