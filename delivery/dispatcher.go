@@ -37,7 +37,7 @@ type Dispatcher struct {
 	c            channel.Consumer
 	client       *http.Client
 	tokens       TokenSource
-	tokenLog     *ratelog.Logger // a token source's errors (secure.go)
+	warn         *ratelog.Logger // warnings that repeat: a missing token, a reply not stored
 	replier      Replier
 	deadLetterer DeadLetterer
 	log          *slog.Logger
@@ -96,7 +96,7 @@ func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 		d.log = slog.Default()
 	}
 	d.log = d.log.With("trigger", t.Name)
-	d.tokenLog = ratelog.New(d.log)
+	d.warn = ratelog.New(d.log)
 	if d.metrics == nil {
 		d.metrics = NewMetrics(nil)
 	}

@@ -119,7 +119,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		// The reply could not be ingested: the delivery failed and is retried, unless the
 		// channel can never store it (too large). The dead letter tells the channel's
 		// reason, not the backend's own error (hosts, topics, accounts: docs/security.md);
-		// the log of its failure has that.
+		// handleReply logged that.
 		o.errData = replyErrData(err)
 		o.err, o.final = err, errors.Is(err, channel.ErrTooLarge)
 	}

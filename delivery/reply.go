@@ -64,7 +64,9 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 	}
 	if err != nil {
 		tm.replies[replyFailed].Inc()
-		return nil, fmt.Errorf("reply %s not ingested: %w", r.ID, err)
+		err = fmt.Errorf("reply %s not ingested: %w", r.ID, err)
+		d.warn.Warn("reply", "reply not ingested; the delivery fails", "id", j.ev.ID, "err", err)
+		return nil, err
 	}
 	tm.replies[replyIngested].Inc()
 	return nil, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,8 +157,8 @@ func TestReplyNotStoredDeadLetter(t *testing.T) {
 			3, "reply not stored: Kafka did not store the events"},
 		{"unavailable, no reason", fmt.Errorf("%w: %s", channel.ErrUnavailable, secret),
 			3, "reply not stored: the channel's store is unavailable"},
-		{"not the channel's", errors.New("reply r: knativebrokerttl \"x\" is not an integer"),
-			3, "reply reply-e1 not ingested: reply r: knativebrokerttl \"x\" is not an integer"},
+		{"not the channel's", errors.New("reply r: knativebrokerttl x is not an integer"),
+			3, "reply reply-e1 not ingested: reply r: knativebrokerttl x is not an integer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,8 +166,10 @@ func TestReplyNotStoredDeadLetter(t *testing.T) {
 			dls := newServer(t, nil)
 			q, pub := newQueue(t)
 			rs := replies{err: tt.err}
+			var logs strings.Builder
 			d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL,
-				Policy: Policy{Retry: 2, Delay: time.Millisecond, DeadLetterSink: dls.URL}}, WithReplier(rs.replier))
+				Policy: Policy{Retry: 2, Delay: time.Millisecond, DeadLetterSink: dls.URL}}, WithReplier(rs.replier),
+				WithLogger(testLogger(&logs)))
 			run(t, d)
 			pub(newEvent("e1"))
 			sluicetest.Eventually(t, 5*time.Second, "dead-lettered", func() bool { return q.acked.Load() == 1 })
@@ -181,6 +184,11 @@ func TestReplyNotStoredDeadLetter(t *testing.T) {
 			data, err := base64.StdEncoding.DecodeString(enc)
 			if err != nil || string(data) != tt.data {
 				t.Errorf("%s = %q (%v), want %q", ExtErrorData, data, err, tt.data)
+			}
+			// The whole error is in the log, once however many attempts failed.
+			want := tt.err.Error()
+			if n := strings.Count(logs.String(), want); n != 1 {
+				t.Errorf("the log has %q %d times, want once:\n%s", want, n, logs.String())
 			}
 		})
 	}

@@ -70,7 +70,7 @@ func (d *Dispatcher) bearer(ctx context.Context, audience string) (string, error
 	}
 	tok, err := d.tokens.Token(ctx, audience)
 	if err != nil {
-		d.tokenLog.Warn(audience, "no token for a destination's audience", "audience", audience, "err", err)
+		d.warn.Warn("token "+audience, "no token for a destination's audience", "audience", audience, "err", err)
 		return "", fmt.Errorf("no token for audience %q", audience)
 	}
 	return "Bearer " + tok, nil
