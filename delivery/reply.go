@@ -73,16 +73,14 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 }
 
 // replyErrData is what a dead letter says of a reply that was not ingested: for a
-// channel's refusal its reason (channel.Reason), for anything else (the reply's own
-// fault, such as a bad TTL) the error.
+// channel's error (every channel.Refusal wraps one of these kinds) its reason
+// (channel.Reason), for anything else (the reply's own fault, such as a bad TTL) the
+// error.
 func replyErrData(err error) []byte {
 	for _, kind := range []error{channel.ErrFull, channel.ErrUnavailable, channel.ErrTooLarge, channel.ErrClosed} {
 		if errors.Is(err, kind) {
 			return []byte("reply not stored: " + channel.Reason(err))
 		}
-	}
-	if _, ok := errors.AsType[*channel.Refusal](err); ok {
-		return []byte("reply not stored: " + channel.Reason(err))
 	}
 	return []byte(err.Error())
 }
