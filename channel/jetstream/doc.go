@@ -52,10 +52,12 @@
 //
 // Publish never hangs: it fails fast with channel.ErrUnavailable when the connection is
 // down, stops waiting when it is lost, and is bounded by its context (10 s when the
-// context has no deadline). A stream at its MaxBytes gives channel.ErrFull; a store out
-// of space, a missing stream or a stopped JetStream give channel.ErrUnavailable, each with
-// the reason; so does a channel on the embedded server while its disk is full
-// (Embedded.DiskFull), at once, until JetStream is reloaded with room again. Consumers
-// log a failed fetch once, retry with backoff up to 2s, log when they resume, and
-// re-create their durable consumer if it vanished.
+// context has no deadline). A stream at its MaxBytes gives channel.ErrFull; an event over
+// the server's or the stream's message size channel.ErrTooLarge; a store out of space, a
+// missing stream or a stopped JetStream give channel.ErrUnavailable, each with the reason
+// (a channel.Refusal: what a client may be told, apart from the server's error); so
+// does a channel on the embedded server while its disk is full (Embedded.DiskFull), at
+// once, until JetStream is reloaded with room again. Consumers log a failed fetch once,
+// retry with backoff up to 2s, log when they resume, and re-create their durable
+// consumer if it vanished.
 package jetstream
