@@ -72,7 +72,8 @@ type Consumer interface {
 	// second old (jetstream asks its server at most every 100 ms and moves the answer in
 	// between by what this process published and acknowledged; kafka adds the records
 	// it has not read yet, measured every lag interval and moved in between by what this
-	// process produced and fetched), and Len itself never blocks on the network for long.
+	// process produced and fetched), and Len itself never blocks on the network once it
+	// has a first answer (jetstream asks in the background; kafka measures in its own loop).
 	// It must be cheap between those asks: ingress's backlog bound reads it up to every
 	// millisecond. The broker's drain and the sluice_queue_depth metric read it too.
 	Len() int

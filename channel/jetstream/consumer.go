@@ -50,10 +50,13 @@ type Consumer struct {
 
 	sub *subscription // this process's publish and ack counts, for Len
 
-	lagMu sync.Mutex
-	jc    jetstream.Consumer // replaced by recreate
-	lagAt time.Time
-	lag   int
+	lagMu    sync.Mutex
+	jc       jetstream.Consumer // replaced by recreate
+	lagAt    time.Time          // when the server last answered or failed to
+	lag      int
+	answered bool // the server has answered once: later asks run in the background
+	asking   bool // a background ask is in flight
+	closing  bool // Close has begun: no more background asks
 	// sub's counts just before lag was asked for: Len moves lag by what this process
 	// published and acknowledged since.
 	lagPublished, lagAcked int64
@@ -115,46 +118,74 @@ func (c *Consumer) signalSpace() {
 
 // Len reports the subscription's lag: messages stored for it and not yet delivered, plus
 // messages delivered and not yet settled (across all replicas sharing it). The server is
-// asked at most every 100ms (on error the last answer is kept); in between the answer is
-// moved by what this process has published to the subscription and acknowledged of it
-// since, so that ingress's backlog bound (which reads Len every millisecond) follows
-// the backlog event by event instead of in 100 ms steps. Other replicas' publishes and
-// acknowledgements show at the next ask; so do a publish this process sent that the
-// server did not store and an acknowledgement that did not reach it (both are counted
-// when sent), and a publish or acknowledgement that crosses an ask, which may be counted
-// twice (in the server's answer and in the move).
+// asked at most every 100ms; in between the answer is moved by what this process has
+// published to the subscription and acknowledged of it since, so that ingress's backlog
+// bound (which reads Len every millisecond) follows the backlog event by event instead
+// of in 100 ms steps. Other replicas' publishes and acknowledgements show at the next
+// ask; so do a publish this process sent that the server did not store and an
+// acknowledgement that did not reach it (both are counted when sent), and a publish or
+// acknowledgement that crosses an ask, which may be counted twice (in the server's
+// answer and in the move).
+//
+// Only the first answer is waited for (until then there is nothing to move, and the
+// drain at shutdown must not take an unknown backlog for none). Later asks run in the
+// background, one at a time, and Len answers at once from the last answer moved as
+// above: ingress's backlog verdict calls Len on the request path, once per trigger, and
+// a server that answers slowly must not hold that request. On error the last answer (or,
+// before the first, none) is kept and the server is asked again 100 ms later.
 func (c *Consumer) Len() int {
 	c.lagMu.Lock()
-	defer c.lagMu.Unlock()
-	if time.Since(c.lagAt) >= lagCacheTTL {
+	stale := time.Since(c.lagAt) >= lagCacheTTL
+	if !c.answered && stale {
+		c.lagMu.Unlock()
 		c.askLag()
+		c.lagMu.Lock()
+	} else if c.answered && stale && !c.asking && !c.closing {
+		c.asking = true
+		c.wg.Go(func() { // started under lagMu with closing unset: before Close's Wait
+			c.askLag()
+			c.lagMu.Lock()
+			c.asking = false
+			c.lagMu.Unlock()
+		})
 	}
 	n := int64(c.lag) + c.sub.published.Load() - c.lagPublished - (c.sub.acked.Load() - c.lagAcked)
+	c.lagMu.Unlock()
 	return int(max(n, 0))
 }
 
-// askLag asks the server for the subscription's lag; called with lagMu held.
+// askLag asks the server for the subscription's lag, without holding lagMu while it
+// waits. It gives up when the consumer closes or after lagTimeout.
 func (c *Consumer) askLag() {
+	c.lagMu.Lock()
+	jc := c.jc
+	c.lagMu.Unlock()
 	published, acked := c.sub.published.Load(), c.sub.acked.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, lagTimeout)
 	defer cancel()
-	info, err := c.jc.Info(ctx)
+	info, err := jc.Info(ctx)
+	c.lagMu.Lock()
+	defer c.lagMu.Unlock()
+	c.lagAt = time.Now()
 	if err != nil {
 		c.log.Debug("jetstream consumer info failed", "err", err)
 		return
 	}
 	c.lag = int(info.NumPending) + info.NumAckPending
-	c.lagAt = time.Now()
 	c.lagPublished, c.lagAcked = published, acked
+	c.answered = true
 }
 
 // Close stops fetching. Messages fetched but not yet received are handed back to the
 // server for prompt redelivery (to another replica, or after a restart); messages
 // received and not settled stay stored and are redelivered after AckWait unless settled
-// first. Close waits for the fetch loop to stop.
+// first. Close waits for the fetch loop and a lag request in flight (Len) to stop.
 func (c *Consumer) Close() error {
 	c.once.Do(func() {
 		c.cancel()
+		c.lagMu.Lock()
+		c.closing = true // Len starts no background ask from now on
+		c.lagMu.Unlock()
 		c.wg.Wait()
 	drain:
 		for {
