@@ -384,12 +384,7 @@ func TestSharedConsumer(t *testing.T) {
 // published to the subscription and acknowledged of it: ingress's backlog bound reads it
 // every millisecond, and a 100 ms old answer let whole bursts in (docs/overload.md).
 func TestLenBetweenAsks(t *testing.T) {
-	e := startServer(t, t.TempDir())
-	c := newChannel(t, connect(t, e), "demo/default")
-	cons := consume(t, c, "lagging").(*Consumer)
-	if got := cons.Len(); got != 0 {
-		t.Fatalf("lag %d before any publish, want 0", got)
-	}
+	c, cons := lagging(t)
 	cons.lagMu.Lock()
 	cons.lagAt = time.Now().Add(time.Hour) // no more asks: every answer below is the estimate
 	cons.lagMu.Unlock()

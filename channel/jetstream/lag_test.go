@@ -80,12 +80,7 @@ func TestLenDoesNotWaitForASlowServer(t *testing.T) {
 // After the first answer, a stale Len starts one ask in the background, and its answer
 // is what later calls move from.
 func TestLenAsksInTheBackground(t *testing.T) {
-	e := startServer(t, t.TempDir())
-	c := newChannel(t, connect(t, e), "demo/default")
-	cons := consume(t, c, "lagging").(*Consumer)
-	if got := cons.Len(); got != 0 {
-		t.Fatalf("Len() = %d before any publish, want 0", got)
-	}
+	c, cons := lagging(t)
 	cons.lagMu.Lock()
 	first := cons.lagAt
 	cons.lagMu.Unlock()
@@ -108,4 +103,17 @@ func TestLenAsksInTheBackground(t *testing.T) {
 	if got := cons.Len(); got != 1 {
 		t.Fatalf("Len() = %d after the ask, want 1", got)
 	}
+}
+
+// lagging starts a server, a channel on it and its consumer "lagging", whose first Len
+// (the one waited for) must be 0.
+func lagging(t *testing.T) (*Channel, *Consumer) {
+	t.Helper()
+	e := startServer(t, t.TempDir())
+	c := newChannel(t, connect(t, e), "demo/default")
+	cons := consume(t, c, "lagging").(*Consumer)
+	if got := cons.Len(); got != 0 {
+		t.Fatalf("Len() = %d before any publish, want 0", got)
+	}
+	return c, cons
 }
