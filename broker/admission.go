@@ -65,7 +65,11 @@ func (b *Broker) overBacklog(now time.Time) bool {
 	}
 	defer g.measuring.Store(false)
 	over := false
-	for _, t := range b.triggerList() {
+	var live []*trigger
+	if l := b.live.Load(); l != nil {
+		live = *l
+	}
+	for _, t := range live {
 		if t.consumer.Len() > g.limit {
 			over = true
 			break

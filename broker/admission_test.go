@@ -160,6 +160,65 @@ func TestMaxBacklog(t *testing.T) {
 	}
 }
 
+// TestMaxBacklogFollowsApply checks that the backlog verdict counts a trigger a later
+// Apply adds and stops counting one it removes: the verdict reads the triggers as apply
+// last left them (a snapshot, so that the ingress path takes no lock, copy or sort per
+// measurement), and that snapshot must follow every apply.
+func TestMaxBacklogFollowsApply(t *testing.T) {
+	const bound = 2
+	slow, _, release := gatedSubscriber(t)
+	defer release() // before the broker's cleanup shuts it down
+	fast := newSubscriber(t)
+	defer fast.Close()
+	s := newTestServer(t, nil, WithMaxBacklog(bound), WithRejectHold(0), WithAdmitWait(0))
+	h := s.Handler()
+	apply := func(yaml string) {
+		t.Helper()
+		if err := s.Apply(context.Background(), loadConfig(t, yaml)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// postN sends n events, each after a fresh measurement and once the fast subscriber
+	// has everything accepted before, and returns how many were accepted.
+	post1 := func(id string) int {
+		time.Sleep(2 * backlogEvery)
+		return post(h, "POST", "/ns/b", binary(id), `{}`).Code
+	}
+	sent := int64(0)
+	waitFast := func() {
+		t.Helper()
+		sluicetest.Eventually(t, 10*time.Second, "the fast subscriber caught up", func() bool { return fast.got.Load() == sent })
+	}
+	postN := func(phase string, n int) (accepted int) {
+		t.Helper()
+		for i := range n {
+			switch code := post1(fmt.Sprint(phase, i)); code {
+			case http.StatusAccepted:
+				accepted++
+				sent++
+				waitFast()
+			case http.StatusTooManyRequests:
+			default:
+				t.Fatalf("%s event %d: %d", phase, i, code)
+			}
+		}
+		return accepted
+	}
+
+	apply(plainBroker() + triggerDoc("fast", "t", fast.URL))
+	if got := postN("fast only", 4); got != 4 {
+		t.Fatalf("one trigger that keeps up: %d of 4 accepted, want all", got)
+	}
+	apply(plainBroker() + triggerDoc("fast", "t", fast.URL) + triggerDoc("slow", "t", slow))
+	if got := postN("slow added", 6); got != bound+1 {
+		t.Fatalf("after adding a trigger that does not answer: %d of 6 accepted, want %d (its backlog counted)", got, bound+1)
+	}
+	apply(plainBroker() + triggerDoc("fast", "t", fast.URL))
+	if got := postN("slow removed", 4); got != 4 {
+		t.Fatalf("after removing it: %d of 4 accepted, want all (its backlog no longer counted)", got)
+	}
+}
+
 // TestAdmissionOptions checks that the constructor names a bad admission option.
 func TestAdmissionOptions(t *testing.T) {
 	for _, tc := range []struct {

@@ -51,6 +51,9 @@ type Broker struct {
 
 	mu       sync.Mutex
 	triggers map[string]*trigger
+	// live is triggers as apply left them, sorted by key: the backlog verdict reads it on
+	// the ingress path every millisecond, without b.mu, a copy or a sort (admission.go).
+	live atomic.Pointer[[]*trigger]
 }
 
 // scratch is the reusable working space of one ingest: the routes of every event, the
@@ -133,6 +136,11 @@ func stampTTL(e *event.Event) error {
 func (b *Broker) triggerList() []*trigger {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.sortedTriggers()
+}
+
+// sortedTriggers is a new slice of b.triggers sorted by key; called with b.mu held.
+func (b *Broker) sortedTriggers() []*trigger {
 	ts := make([]*trigger, 0, len(b.triggers))
 	for _, t := range b.triggers {
 		ts = append(ts, t)

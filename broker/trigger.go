@@ -89,6 +89,8 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 			b.retiring.start(func() int { return b.retire(t) })
 		}
 	}
+	live := b.sortedTriggers()
+	b.live.Store(&live)
 	return errors.Join(errs...)
 }
 
