@@ -41,6 +41,30 @@ func (r *Refusal) Unwrap() []error {
 	return []error{r.Kind, r.Cause}
 }
 
+// kinds are the errors a Channel's Publish wraps, each with the reason a sender is told
+// when the error carries no Refusal of its own.
+var kinds = []struct {
+	kind   error
+	reason string
+}{
+	{ErrFull, "the channel has no room for the events now"},
+	{ErrUnavailable, "the channel's store is unavailable"},
+	{ErrTooLarge, "an event is larger than the channel stores"},
+	{ErrClosed, "the channel is closed"},
+}
+
+// IsKind reports whether err wraps one of the channel's errors (ErrFull, ErrUnavailable,
+// ErrTooLarge, ErrClosed; every Refusal does): a failure of the channel, as opposed to
+// one of the caller's own making.
+func IsKind(err error) bool {
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return true
+		}
+	}
+	return false
+}
+
 // Reason is what the sender of events whose Publish failed with err may be told: the
 // reason of the first *Refusal in err's chain, or, for an error that carries none, a
 // fixed one by its kind. It never contains the rest of err.
@@ -48,15 +72,10 @@ func Reason(err error) string {
 	if r, ok := errors.AsType[*Refusal](err); ok {
 		return r.Reason
 	}
-	switch {
-	case errors.Is(err, ErrFull):
-		return "the channel has no room for the events now"
-	case errors.Is(err, ErrUnavailable):
-		return "the channel's store is unavailable"
-	case errors.Is(err, ErrTooLarge):
-		return "an event is larger than the channel stores"
-	case errors.Is(err, ErrClosed):
-		return "the channel is closed"
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return k.reason
+		}
 	}
 	return "the channel could not store the events"
 }

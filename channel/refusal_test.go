@@ -38,6 +38,9 @@ func TestReason(t *testing.T) {
 			if tt.kind != nil && !errors.Is(tt.err, tt.kind) {
 				t.Errorf("errors.Is(%v, %v) = false", tt.err, tt.kind)
 			}
+			if got := channel.IsKind(tt.err); got != (tt.kind != nil) {
+				t.Errorf("IsKind = %v, want %v", got, tt.kind != nil)
+			}
 		})
 	}
 }

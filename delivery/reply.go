@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -73,14 +72,11 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 }
 
 // replyErrData is what a dead letter says of a reply that was not ingested: for a
-// channel's error (every channel.Refusal wraps one of these kinds) its reason
-// (channel.Reason), for anything else (the reply's own fault, such as a bad TTL) the
-// error.
+// channel's error (channel.IsKind) its reason (channel.Reason), for anything else (the
+// reply's own fault, such as a bad TTL) the error.
 func replyErrData(err error) []byte {
-	for _, kind := range []error{channel.ErrFull, channel.ErrUnavailable, channel.ErrTooLarge, channel.ErrClosed} {
-		if errors.Is(err, kind) {
-			return []byte("reply not stored: " + channel.Reason(err))
-		}
+	if channel.IsKind(err) {
+		return []byte("reply not stored: " + channel.Reason(err))
 	}
 	return []byte(err.Error())
 }
