@@ -56,7 +56,6 @@ type Consumer struct {
 	lag      int
 	answered bool // the server has answered once: later asks run in the background
 	asking   bool // a background ask is in flight
-	closing  bool // Close has begun: no more background asks
 	// sub's counts just before lag was asked for: Len moves lag by what this process
 	// published and acknowledged since.
 	lagPublished, lagAcked int64
@@ -140,9 +139,9 @@ func (c *Consumer) Len() int {
 		c.lagMu.Unlock()
 		c.askLag()
 		c.lagMu.Lock()
-	} else if c.answered && stale && !c.asking && !c.closing {
+	} else if c.answered && stale && !c.asking && c.ctx.Err() == nil {
 		c.asking = true
-		c.wg.Go(func() { // started under lagMu with closing unset: before Close's Wait
+		c.wg.Go(func() { // started under lagMu before Close's cancel, so before its Wait
 			c.askLag()
 			c.lagMu.Lock()
 			c.asking = false
@@ -182,9 +181,8 @@ func (c *Consumer) askLag() {
 // first. Close waits for the fetch loop and a lag request in flight (Len) to stop.
 func (c *Consumer) Close() error {
 	c.once.Do(func() {
-		c.cancel()
 		c.lagMu.Lock()
-		c.closing = true // Len starts no background ask from now on
+		c.cancel() // under lagMu: Len starts no background ask once it sees c.ctx ended
 		c.lagMu.Unlock()
 		c.wg.Wait()
 	drain:
