@@ -201,7 +201,7 @@ func sendBatch(ctx context.Context, c *http.Client, t *resolved, jobs []*job, au
 		req.Header.Set("Authorization", authorization)
 	}
 	start := time.Now()
-	resp, err := roundTrip(ctx, c, req, start.Add(t.Policy.timeout()))
+	resp, err := roundTrip(ctx, c, req, nil, start.Add(t.Policy.timeout()))
 	o.latency = time.Since(start)
 	if err != nil {
 		o.err = err

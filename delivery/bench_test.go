@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -61,4 +62,44 @@ func benchDispatch(b *testing.B, ext func(i int) []event.Extension, opts ...Opti
 		time.Sleep(100 * time.Microsecond)
 	}
 	b.StopTimer()
+}
+
+// BenchmarkAttemptRequest builds the bytes of one attempt to a subscriber, the sample
+// payload with the load generator's extensions: written directly from the event (what
+// Sluice's transport does) against set on a header map first and written from it (what
+// it did before, and what other transports still get): the reason attemptHead writes
+// itself.
+func BenchmarkAttemptRequest(b *testing.B) {
+	data, err := os.ReadFile("../testdata/sample-ce-data.json")
+	if err != nil {
+		b.Fatalf("sample payload: %v", err)
+	}
+	e := &event.Event{SpecVersion: "1.0", ID: "b2a4c9d1-000001", Source: "/bench", Type: "io.triggermesh.perf.drill",
+		DataContentType: "application/json", Data: data, Extensions: []event.Extension{
+			{Name: "sluicerun", Value: "67b790464269"}, {Name: "sluiceseq", Value: "123456"}, {Name: "sluicesent", Value: "1764034032123456789"},
+			{Name: ExtTTL, Value: "255"}, {Name: "knativearrivaltime", Value: "2026-11-25T01:27:12.123Z"}}}
+	u, _ := url.Parse("http://127.0.0.1:9411/")
+	for _, way := range []string{"direct", "header-map"} {
+		b.Run(way, func(b *testing.B) {
+			r := requestPool.Get().(*request)
+			r.tmpl.URL, r.tmpl.Host = u, u.Host
+			buf := make([]byte, 0, 8<<10)
+			b.ReportAllocs()
+			for b.Loop() {
+				head := attemptHead{e: e, toSubscriber: true}
+				r.body.Reset(e.Data)
+				r.tmpl.Body, r.tmpl.ContentLength = &r.body, int64(len(e.Data))
+				if way == "direct" {
+					buf, err = appendRequest(buf[:0], &r.tmpl, &head)
+				} else {
+					head.writeTo(r.h)
+					buf, err = appendRequest(buf[:0], &r.tmpl, nil)
+					clear(r.h)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

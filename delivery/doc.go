@@ -5,8 +5,11 @@
 // # Attempts
 //
 // Each attempt is a binary-mode HTTP POST: every attribute and extension as a ce- header
-// (event.WriteHeadersAs, with the target's HeaderEncoding), the body the event's data unchanged, plus "Prefer: reply". The
-// knativebrokerttl extension is stripped. Each attempt is bounded by Policy.Timeout.
+// (event.EachHeader, with the target's HeaderEncoding), the body the event's data
+// unchanged, plus "Prefer: reply". The knativebrokerttl extension is stripped. Each
+// attempt is bounded by Policy.Timeout. To an http:// subscriber the headers are written
+// straight into the request's bytes; other transports get them on a header map
+// (BenchmarkAttemptRequest compares the two).
 //
 // # Retries
 //

@@ -138,16 +138,18 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	dl, _ := req.Context().Deadline()
-	return t.roundTrip(req.Context(), req, dl)
+	return t.roundTrip(req.Context(), req, nil, dl)
 }
 
 // roundTrip sends req (an http:// request, whose own context is not looked at) and reads
 // the response head, until ctx ends or dl (if not zero) passes: dl is the connection's
-// deadline, so a delivery attempt needs no context of its own (send).
-func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, dl time.Time) (*http.Response, error) {
+// deadline, so a delivery attempt needs no context of its own (send). The request's
+// headers are head's when head is not nil (a delivery attempt: req.Header is not read),
+// req.Header's otherwise.
+func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, head *attemptHead, dl time.Time) (*http.Response, error) {
 	host := hostPort(req.URL)
 	bp := t.bufs.Get().(*[]byte)
-	buf, err := appendRequest((*bp)[:0], req)
+	buf, err := appendRequest((*bp)[:0], req, head)
 	if err != nil {
 		return nil, err
 	}
@@ -499,9 +501,10 @@ const maxPooledRequest = 64 << 10
 
 var errBadRequest = errors.New("delivery: request cannot be sent over HTTP/1.1")
 
-// appendRequest writes req's request line, headers and body into dst. Bodies are
-// expected small (events): the whole request goes out in one write.
-func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
+// appendRequest writes req's request line, headers and body into dst: the headers are
+// head's fields when head is not nil, req.Header's otherwise. Bodies are expected small
+// (events): the whole request goes out in one write.
+func appendRequest(dst []byte, req *http.Request, head *attemptHead) ([]byte, error) {
 	if req.ContentLength < 0 {
 		return nil, fmt.Errorf("%w: unknown content length", errBadRequest)
 	}
@@ -517,19 +520,32 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 	dst = append(dst, "\r\nContent-Length: "...)
 	dst = strconv.AppendInt(dst, req.ContentLength, 10)
 	dst = append(dst, "\r\nUser-Agent: sluice\r\n"...)
-	for k, vs := range req.Header {
-		if !validHeaderName(k) {
-			return nil, fmt.Errorf("%w: header name %q", errBadRequest, k)
-		}
-		for _, v := range vs {
-			if !validHeaderValue(v) {
-				return nil, fmt.Errorf("%w: header %s has a control character", errBadRequest, k)
-			}
+	var bad error
+	line := func(k, v string) {
+		switch {
+		case bad != nil:
+		case !validHeaderName(k):
+			bad = fmt.Errorf("%w: header name %q", errBadRequest, k)
+		case !validHeaderValue(v):
+			bad = fmt.Errorf("%w: header %s has a control character", errBadRequest, k)
+		default:
 			dst = append(dst, k...)
 			dst = append(dst, ": "...)
 			dst = append(dst, v...)
 			dst = append(dst, "\r\n"...)
 		}
+	}
+	if head != nil {
+		head.each(line)
+	} else {
+		for k, vs := range req.Header {
+			for _, v := range vs {
+				line(k, v)
+			}
+		}
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	dst = append(dst, "\r\n"...)
 	if req.Body != nil && req.ContentLength > 0 {

@@ -431,7 +431,7 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	attempt := func(h1 *h1Transport) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
 		start := time.Now()
-		resp, err := h1.roundTrip(context.Background(), req, start.Add(100*time.Millisecond))
+		resp, err := h1.roundTrip(context.Background(), req, nil, start.Add(100*time.Millisecond))
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -440,7 +440,7 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	// The only connection capped allows is held by a request that never gets an answer.
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
-		if resp, err := capped.roundTrip(context.Background(), req, time.Now().Add(10*time.Second)); err == nil {
+		if resp, err := capped.roundTrip(context.Background(), req, nil, time.Now().Add(10*time.Second)); err == nil {
 			resp.Body.Close()
 		}
 	}()

@@ -42,7 +42,9 @@ func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
 
 // request is a pooled outgoing request: the header map and body reader are reused once
 // the response body is closed, which net/http documents as the point after which a
-// request may be reused.
+// request may be reused. The map is empty in the pool. Sluice's own transport
+// (h1Transport) writes the attempt's headers straight into the request's bytes and
+// leaves it empty.
 type request struct {
 	h    http.Header
 	body reqBody
@@ -59,6 +61,45 @@ var requestPool = sync.Pool{New: func() any {
 	return r
 }}
 
+// attemptHead is the header of one attempt: the event's binary-mode headers
+// (event.HeaderFields) and what send adds to them.
+type attemptHead struct {
+	e             *event.Event
+	enc           event.HeaderEncoding
+	toSubscriber  bool             // strip knativebrokerttl, send "Prefer: reply"
+	th            *tracing.Headers // the attempt's trace context, replacing the event's; nil: none
+	authorization string           // the destination's audience: never logged
+}
+
+// each calls fn with each of the attempt's headers, each name once.
+func (a *attemptHead) each(fn func(name, value string)) {
+	event.EachHeader(a.e, a.enc, func(k, v string) {
+		if (a.toSubscriber && k == hdrTTL) || (a.th != nil && tracing.Replaces(k)) {
+			return
+		}
+		fn(k, v)
+	})
+	if a.toSubscriber {
+		fn("Prefer", "reply")
+	}
+	if a.th != nil {
+		a.th.Each(fn)
+	}
+	if a.authorization != "" {
+		fn("Authorization", a.authorization)
+	}
+}
+
+// writeTo sets the attempt's headers on h (an empty map), for transports other than
+// Sluice's own. The values share one backing array.
+func (a *attemptHead) writeTo(h http.Header) {
+	vals := make([]string, 0, 12+len(a.e.Extensions))
+	a.each(func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	})
+}
+
 // send POSTs e in binary mode to u with one attempt bounded by timeout. To a subscriber
 // (toSubscriber) the knativebrokerttl extension is stripped, as Knative does, "Prefer:
 // reply" is sent and a 2xx response is read for a reply event (at most maxReply bytes).
@@ -69,18 +110,7 @@ var requestPool = sync.Pool{New: func() any {
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
 	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, th *tracing.Headers, authorization string) (o outcome) {
 	r := requestPool.Get().(*request)
-	clear(r.h)
-	event.WriteHeadersAs(r.h, e, enc)
-	if toSubscriber {
-		delete(r.h, hdrTTL)
-		r.h["Prefer"] = preferReply
-	}
-	if th != nil {
-		th.Write(r.h)
-	}
-	if authorization != "" { // the destination's audience: never logged
-		r.h["Authorization"] = []string{authorization}
-	}
+	head := attemptHead{e: e, enc: enc, toSubscriber: toSubscriber, th: th, authorization: authorization}
 	r.tmpl.URL = u
 	r.tmpl.Host = u.Host
 	if len(e.Data) > 0 {
@@ -92,7 +122,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		r.tmpl.ContentLength = 0
 	}
 	start := time.Now()
-	resp, err := roundTrip(ctx, c, &r.tmpl, start.Add(timeout))
+	resp, err := roundTrip(ctx, c, &r.tmpl, &head, start.Add(timeout))
 	if err != nil {
 		// The transport may still close the body in another goroutine: do not reuse r.
 		o.latency = time.Since(start)
@@ -124,28 +154,35 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	}
 	resp.Body.Close()
 	o.latency = time.Since(start)
+	clear(r.h) // pooled empty; clearing an empty map costs nothing
 	r.tmpl.Body = nil
 	r.tmpl.URL = nil
 	requestPool.Put(r)
 	return o
 }
 
-// roundTrip sends req (whose context is not set) until ctx ends or dl passes. A client
-// without a cookie jar or overall timeout (NewClient's) is bypassed for its transport:
-// the client's redirect machinery copies every request's headers, and Sluice follows no
-// redirects anyway (a 3xx is a failed delivery). Sluice's own transport takes dl as the
-// connection's deadline, so an http:// attempt costs no context, timer or request copy
-// of its own; other transports get the request with a context bounded by dl.
-func roundTrip(ctx context.Context, c *http.Client, req *http.Request, dl time.Time) (*http.Response, error) {
-	if c.Jar != nil || c.Timeout != 0 {
+// roundTrip sends req (whose context is not set) until ctx ends or dl passes, with
+// head's headers if head is not nil (req.Header then an empty map) or req.Header's. A
+// client without a cookie jar or overall timeout (NewClient's) is bypassed for its
+// transport: the client's redirect machinery copies every request's headers, and Sluice
+// follows no redirects anyway (a 3xx is a failed delivery). Sluice's own transport takes
+// dl as the connection's deadline and writes head straight into the request's bytes, so
+// an http:// attempt costs no context, timer, request copy or header map of its own;
+// other transports get head on req.Header and the request with a context bounded by dl.
+func roundTrip(ctx context.Context, c *http.Client, req *http.Request, head *attemptHead, dl time.Time) (*http.Response, error) {
+	direct := c.Jar == nil && c.Timeout == 0
+	if h1, ok := c.Transport.(*h1Transport); ok && direct && req.URL.Scheme == "http" {
+		return h1.roundTrip(ctx, req, head, dl)
+	}
+	if head != nil {
+		head.writeTo(req.Header)
+	}
+	if !direct {
 		return doUntil(ctx, dl, req, c.Do)
 	}
 	rt := c.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
-	}
-	if h1, ok := rt.(*h1Transport); ok && req.URL.Scheme == "http" {
-		return h1.roundTrip(ctx, req, dl)
 	}
 	return doUntil(ctx, dl, req, rt.RoundTrip)
 }

@@ -353,38 +353,33 @@ const (
 // WriteHeaders sets the binary-mode headers of e on h with HeaderMinimal encoding.
 func WriteHeaders(h http.Header, e *Event) { WriteHeadersAs(h, e, HeaderMinimal) }
 
-// WriteHeadersAs sets the binary-mode headers of e on h: one ce- header per attribute
-// and extension (encoded with enc) and Content-Type from datacontenttype. The body is
-// e.Data. The header values share one backing array, so writing costs one allocation
-// (plus one per value that needs percent-encoding).
+// WriteHeadersAs sets the binary-mode headers of e on h, those EachHeader gives. The
+// header values share one backing array, so writing costs one allocation (plus one per
+// value that needs percent-encoding).
 func WriteHeadersAs(h http.Header, e *Event, encoding HeaderEncoding) {
 	vals := make([]string, 0, 8+len(e.Extensions))
-	set := func(k, v string) {
-		if v != "" {
-			vals = append(vals, v)
-			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-		}
-	}
-	enc := func(k, v string) {
-		if v != "" {
-			set(k, encodeHeaderValue(v, encoding))
-		}
-	}
+	EachHeader(e, encoding, func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	})
+}
+
+// EachHeader calls fn with each binary-mode header of e, canonical name and value: one
+// ce- header per set attribute, in the specification's order, then one per extension, in
+// the event's order, each value encoded with enc; and Content-Type, not encoded, from
+// datacontenttype. An extension with an empty value is still set, as "". The body is
+// e.Data. Writers of HTTP/1.1 bytes append these directly, with no header map.
+func EachHeader(e *Event, enc HeaderEncoding, fn func(name, value string)) {
 	for _, a := range e.contextAttrs() {
-		if a.name == AttrDataContentType {
-			set(a.header, a.value) // Content-Type is a plain header, not percent-encoded
-		} else {
-			enc(a.header, a.value)
+		switch {
+		case a.value == "":
+		case a.name == AttrDataContentType:
+			fn(a.header, a.value) // Content-Type is a plain header, not percent-encoded
+		default:
+			fn(a.header, encodeHeaderValue(a.value, enc))
 		}
 	}
 	for _, x := range e.Extensions {
-		k := keys.key(x.Name)
-		if x.Value == "" {
-			// An empty extension value is still a set attribute.
-			vals = append(vals, "")
-			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-			continue
-		}
-		enc(k, x.Value)
+		fn(keys.key(x.Name), encodeHeaderValue(x.Value, enc))
 	}
 }

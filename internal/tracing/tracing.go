@@ -221,18 +221,27 @@ func HeadersOf(ctx context.Context) *Headers {
 	return &Headers{TraceParent: m[ExtTraceParent], TraceState: m[ExtTraceState]}
 }
 
-// Write sets the traceparent header and its ce- twin on h (and tracestate, or removes it).
-func (t *Headers) Write(h http.Header) {
-	h["Traceparent"] = []string{t.TraceParent}
-	h["Ce-Traceparent"] = []string{t.TraceParent}
+// Each calls fn with each header that carries t: Traceparent and its ce- twin, and
+// Tracestate and its twin when t has a tracestate.
+func (t *Headers) Each(fn func(name, value string)) {
+	fn("Traceparent", t.TraceParent)
+	fn(hdrCeTraceParent, t.TraceParent)
 	if t.TraceState != "" {
-		h["Tracestate"] = []string{t.TraceState}
-		h["Ce-Tracestate"] = []string{t.TraceState}
-	} else {
-		delete(h, "Tracestate")
-		delete(h, "Ce-Tracestate")
+		fn("Tracestate", t.TraceState)
+		fn(hdrCeTraceState, t.TraceState)
 	}
 }
+
+// Replaces reports whether an event's own header k gives way to a request's trace
+// context (Headers): the ce- twins of traceparent and tracestate, which a request that
+// carries a trace context sends as its own (Each; tracestate not at all when it has none).
+func Replaces(k string) bool { return k == hdrCeTraceParent || k == hdrCeTraceState }
+
+// The canonical header names of the ce- twins of the trace context.
+const (
+	hdrCeTraceParent = "Ce-Traceparent"
+	hdrCeTraceState  = "Ce-Tracestate"
+)
 
 // EventAttributes are the CloudEvents attributes a span records about e.
 func EventAttributes(e *event.Event) []attribute.KeyValue {

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -81,10 +82,26 @@ func TestPropagation(t *testing.T) {
 	if hs == nil || hs.TraceParent != tp {
 		t.Fatalf("headers %+v", hs)
 	}
-	req := http.Header{"Ce-Traceparent": {"00-x"}, "Ce-Tracestate": {"a=b"}}
-	hs.Write(req)
-	if req.Get("Traceparent") != tp || req.Get("Ce-Traceparent") != tp || req.Get("Ce-Tracestate") != "" {
-		t.Errorf("request headers %v", req)
+	// The headers a request carries: the event's twins give way to the context's, and
+	// without a tracestate in the context neither tracestate header is sent.
+	req := http.Header{}
+	own := &event.Event{Extensions: []event.Extension{{Name: ExtTraceParent, Value: "00-x"}, {Name: ExtTraceState, Value: "a=b"}, {Name: "other", Value: "1"}}}
+	event.EachHeader(own, event.HeaderMinimal, func(k, v string) {
+		if !Replaces(k) {
+			req[k] = append(req[k], v)
+		}
+	})
+	hs.Each(func(k, v string) { req[k] = append(req[k], v) })
+	want := http.Header{"Traceparent": {tp}, "Ce-Traceparent": {tp}, "Ce-Other": {"1"}}
+	if !reflect.DeepEqual(req, want) {
+		t.Errorf("request headers %v, want %v", req, want)
+	}
+	withState := &Headers{TraceParent: tp, TraceState: "k=v"}
+	req = http.Header{}
+	withState.Each(func(k, v string) { req[k] = append(req[k], v) })
+	want = http.Header{"Traceparent": {tp}, "Ce-Traceparent": {tp}, "Tracestate": {"k=v"}, "Ce-Tracestate": {"k=v"}}
+	if !reflect.DeepEqual(req, want) {
+		t.Errorf("request headers with a tracestate %v, want %v", req, want)
 	}
 	if HeadersOf(context.Background()) != nil {
 		t.Error("headers without a span")

@@ -1,0 +1,114 @@
+package delivery
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/tracing"
+)
+
+// TestAttemptHeaders sends attempts through both of send's ways of writing headers:
+// Sluice's transport, which writes them straight into the request's bytes, and net/http's,
+// which gets them on the request's header map. A subscriber must see the same headers
+// from both, and the ones the table lists.
+func TestAttemptHeaders(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ev := func(ext ...event.Extension) *event.Event {
+		return &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t", DataContentType: "text/plain",
+			Extensions: ext, Data: []byte("body")}
+	}
+	base := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"1"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}, "Content-Type": {"text/plain"}}
+	with := func(kv ...string) http.Header {
+		h := base.Clone()
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "-" {
+				delete(h, kv[i])
+				continue
+			}
+			h[kv[i]] = []string{kv[i+1]}
+		}
+		return h
+	}
+	for _, tt := range []struct {
+		name         string
+		e            *event.Event
+		enc          event.HeaderEncoding
+		toSubscriber bool
+		th           *tracing.Headers
+		authz        string
+		want         http.Header
+	}{
+		{name: "to a subscriber: ttl stripped, Prefer sent",
+			e: ev(event.Extension{Name: "knativebrokerttl", Value: "255"}, event.Extension{Name: "region", Value: "eu"}), toSubscriber: true,
+			want: with("Ce-Region", "eu", "Prefer", "reply")},
+		{name: "a reply posted on: ttl kept, no Prefer",
+			e:    ev(event.Extension{Name: "knativebrokerttl", Value: "255"}),
+			want: with("Ce-Knativebrokerttl", "255")},
+		{name: "the attempt's trace context replaces the event's",
+			e:    ev(event.Extension{Name: "traceparent", Value: "00-old"}, event.Extension{Name: "tracestate", Value: "old=1"}),
+			th:   &tracing.Headers{TraceParent: tp, TraceState: "k=v"},
+			want: with("Traceparent", tp, "Ce-Traceparent", tp, "Tracestate", "k=v", "Ce-Tracestate", "k=v")},
+		{name: "a trace context without tracestate drops the event's",
+			e:    ev(event.Extension{Name: "tracestate", Value: "old=1"}),
+			th:   &tracing.Headers{TraceParent: tp},
+			want: with("Traceparent", tp, "Ce-Traceparent", tp)},
+		{name: "no trace context: the event's own are sent",
+			e:    ev(event.Extension{Name: "traceparent", Value: "00-old"}),
+			want: with("Ce-Traceparent", "00-old")},
+		{name: "authorization", e: ev(), authz: "Bearer abc",
+			want: with("Authorization", "Bearer abc")},
+		{name: "an empty extension value is still sent",
+			e:    ev(event.Extension{Name: "empty", Value: ""}),
+			want: with("Ce-Empty", "")},
+		{name: "minimal encoding", e: ev(event.Extension{Name: "note", Value: " a\x01\"é%41"}),
+			want: with("Ce-Note", "%20a%01\"é%2541")},
+		{name: "percent encoding", e: ev(event.Extension{Name: "note", Value: "a b\"é"}), enc: event.HeaderPercent,
+			want: with("Ce-Note", "a%20b%22%C3%A9")},
+		{name: "no datacontenttype, no Content-Type", e: func() *event.Event { e := ev(); e.DataContentType = ""; return e }(),
+			want: with("Content-Type", "-")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []http.Header
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h := r.Header.Clone()
+				for _, k := range []string{"User-Agent", "Accept-Encoding", "Content-Length"} {
+					delete(h, k) // the transport's own
+				}
+				mu.Lock()
+				got = append(got, h)
+				mu.Unlock()
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			defer srv.Close()
+			u, _ := url.Parse(srv.URL + "/")
+			direct := NewClient()
+			if _, ok := direct.Transport.(*h1Transport); !ok {
+				t.Fatalf("NewClient's transport is %T, want *h1Transport", direct.Transport)
+			}
+			viaMap := &http.Client{Transport: &http.Transport{}}
+			for _, c := range []*http.Client{direct, viaMap} {
+				if o := send(context.Background(), c, u, tt.e, 5*time.Second, tt.toSubscriber, 0, tt.enc, tt.th, tt.authz); o.status != http.StatusAccepted {
+					t.Fatalf("status %d, err %v", o.status, o.err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 {
+				t.Fatalf("%d requests, want 2", len(got))
+			}
+			for i, way := range []string{"written directly", "through a header map"} {
+				if !reflect.DeepEqual(got[i], tt.want) {
+					t.Errorf("%s: headers\n%v\nwant\n%v", way, got[i], tt.want)
+				}
+			}
+		})
+	}
+}
