@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"testing"
 )
 
@@ -72,6 +73,23 @@ func FuzzValidJSON(f *testing.F) {
 		e := &Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t", DataContentType: "application/json", Data: b}
 		if out := AppendJSON(nil, e); !json.Valid(out) {
 			t.Fatalf("AppendJSON wrote invalid JSON for data %q: %s", b, out)
+		}
+	})
+}
+
+// FuzzPlainReference holds Validate's shortcut for sources to url.Parse: a source
+// plainReference takes must be one url.Parse accepts.
+func FuzzPlainReference(f *testing.F) {
+	for _, s := range []string{"/s", "sluice.loadkit", "https://example.com/x/y", "urn:a:b", "//h/p", "a:b", "http://",
+		"http://h:80/", "http://[::1]/", "%zz", "a/b c", "1http://h/", "h+t.t-p://h~_./", "http://h", "./a:b", "-:/x", "http://a b/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !plainReference(s) {
+			return
+		}
+		if _, err := url.Parse(s); err != nil {
+			t.Fatalf("plainReference took %q, url.Parse refuses it: %v", s, err)
 		}
 	})
 }
