@@ -75,11 +75,11 @@ func ReadRequest(r *http.Request, maxBytes int64) ([]*Event, error) {
 // ReadResponse reads the event a response carries (a reply), if any; a response without
 // an event (no ce-specversion header and not structured) returns nil, nil.
 func ReadResponse(resp *http.Response, maxBytes int64) (*Event, error) {
-	mode, err := ModeOf(resp.Header.Get("Content-Type"))
+	mode, err := ModeOf(headerValue(resp.Header, "Content-Type"))
 	if err != nil {
 		return nil, err
 	}
-	if mode == ModeBinary && resp.Header.Get("Ce-Specversion") == "" {
+	if mode == ModeBinary && headerValue(resp.Header, hdrSpecVersion) == "" {
 		return nil, nil
 	}
 	body, err := readBody(resp.Body, resp.ContentLength, maxBytes)
@@ -99,7 +99,7 @@ func ReadResponse(resp *http.Response, maxBytes int64) (*Event, error) {
 // Parse builds the events of an HTTP message from its header and whole body. body is
 // retained as the data of a binary-mode event.
 func Parse(h http.Header, body []byte) ([]*Event, error) {
-	mode, err := ModeOf(h.Get("Content-Type"))
+	mode, err := ModeOf(headerValue(h, "Content-Type"))
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +123,15 @@ func Parse(h http.Header, body []byte) ([]*Event, error) {
 		evs = []*Event{e}
 	}
 	return evs, nil
+}
+
+// headerValue is h.Get(k) for a k already canonical: the first value, without
+// canonicalising k again (a loop over it per call, twice per event on the hot path).
+func headerValue(h http.Header, k string) string {
+	if vs := h[k]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 func readBody(r io.Reader, contentLength, maxBytes int64) ([]byte, error) {
@@ -158,7 +167,7 @@ func readBody(r io.Reader, contentLength, maxBytes int64) ([]byte, error) {
 // parseBinary reads a binary-mode event: attributes from ce- headers (percent-decoded),
 // datacontenttype from Content-Type, data the body unchanged.
 func parseBinary(h http.Header, body []byte) (*Event, error) {
-	e := &Event{Data: body, DataContentType: h.Get("Content-Type")}
+	e := &Event{Data: body, DataContentType: headerValue(h, "Content-Type")}
 	for k, vs := range h {
 		if len(k) < 4 || (k[0] != 'C' && k[0] != 'c') || (k[1] != 'e' && k[1] != 'E') || k[2] != '-' {
 			continue
