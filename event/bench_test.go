@@ -116,3 +116,21 @@ func BenchmarkAppendJSON(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeaderKeys looks up the header keys of the load kit's extensions and the
+// knative ones, both ways, as ingress (name) and delivery (key) do per event.
+func BenchmarkHeaderKeys(b *testing.B) {
+	names := []string{"sluicerun", "sluiceseq", "sluicesent", "knativearrivaltime", "knativebrokerttl"}
+	hdrs := make([]string, len(names))
+	for i, n := range names {
+		hdrs[i] = keys.key(n)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, n := range names {
+			if keys.key(n) != hdrs[i] || keys.name(hdrs[i]) != n {
+				b.Fatal("wrong key")
+			}
+		}
+	}
+}
