@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -22,8 +21,7 @@ import (
 // every request to a per-connection writer goroutine and every response back from a
 // reader goroutine; on loopback at tens of thousands of deliveries per second those
 // hand-offs cost more than the HTTP itself (BenchmarkTransport in this package compares
-// the two). It also waits for the answer without the read that would find nothing
-// first (h1send.go). Other schemes (https) go to the fallback transport.
+// the two). Other schemes (https) go to the fallback transport.
 //
 // Connections are kept per host:port. At most maxConns are open to one host at once
 // (idle or in use); a request beyond that waits, under its context, for one to come
@@ -72,25 +70,11 @@ type h1Conn struct {
 	host     string
 	lastUsed time.Time
 
-	// Sending (h1send.go): the raw connection (nil: none) and the state of one send.
-	rc     syscall.RawConn
-	wtw    func(fd uintptr) bool // pc.writeThenWait, bound once
-	out    []byte
-	sent   int
-	werr   error
-	waited bool
-
 	// The context whose end interrupts the connection's I/O (watch): registered once
 	// for as long as the same context uses the connection, not at every exchange.
 	watchMu sync.Mutex
 	watched context.Context
 	unwatch func() bool
-}
-
-func newH1Conn(c net.Conn, host string) *h1Conn {
-	pc := &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host, rc: rawConnOf(c)}
-	pc.wtw = pc.writeThenWait
-	return pc
 }
 
 // watch makes the end of ctx interrupt pc's I/O, through its deadline, from now until
@@ -200,7 +184,7 @@ func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Requ
 	// ended, the deadline set here is moved to the past.
 	pc.watch(ctx)
 	pc.c.SetDeadline(dl)
-	if err := pc.send(buf); err != nil {
+	if _, err := pc.c.Write(buf); err != nil {
 		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if _, err := pc.br.Peek(1); err != nil {
@@ -287,7 +271,7 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 				t.release(host)
 				return nil, false, ctxErr(ctx, dl, err)
 			}
-			return newH1Conn(c, host), false, nil
+			return &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host}, false, nil
 		}
 		free := h.free
 		t.mu.Unlock()
