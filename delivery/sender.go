@@ -22,8 +22,6 @@ const (
 	defaultMaxRepl = 4 << 20
 )
 
-var preferReply = []string{"reply"}
-
 // outcome is the result of one HTTP attempt.
 type outcome struct {
 	status     int           // HTTP status; 0 for a network error or timeout
@@ -62,7 +60,7 @@ var requestPool = sync.Pool{New: func() any {
 }}
 
 // attemptHead is the header of one attempt: the event's binary-mode headers
-// (event.HeaderFields) and what send adds to them.
+// (event.EachHeader) and what send adds to them.
 type attemptHead struct {
 	e             *event.Event
 	enc           event.HeaderEncoding
