@@ -572,7 +572,7 @@ func validHeaderName(k string) bool {
 }
 
 // validHeaderValue rejects CR, LF and other control characters but tab (header
-// injection); event.WriteHeadersAs percent-encodes them, so this never fires on events.
+// injection); event.EachHeader percent-encodes them, so this never fires on events.
 func validHeaderValue(v string) bool {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
