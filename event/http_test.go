@@ -159,6 +159,13 @@ func TestStructured(t *testing.T) {
 		{name: "both data kinds", body: `{"specversion":"1.0","id":"1","source":"/s","type":"t","data":1,"data_base64":"AA=="}`, wantErr: "both"},
 		{name: "not json", body: `{"specversion":`, wantErr: "not a JSON object"},
 		{name: "0.3 rejected", body: `{"specversion":"0.3","id":"1","source":"/s","type":"t"}`, wantErr: "0.3"},
+		{name: "control character in datacontenttype rejected", body: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"text/plain\u000d\u000aX-Evil: 1","data":"x"}`, wantErr: "datacontenttype: holds a control character"},
+		{name: "tab in datacontenttype kept", body: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"text/plain;\tcharset=utf-8","data":"x"}`,
+			check: func(t *testing.T, e *Event) {
+				if e.DataContentType != "text/plain;\tcharset=utf-8" {
+					t.Errorf("datacontenttype %q", e.DataContentType)
+				}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

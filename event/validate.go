@@ -53,7 +53,8 @@ func reservedName(name string) bool {
 
 // Validate checks e against CloudEvents 1.0: specversion 1.0; id, source and type set;
 // source a URI-reference; dataschema an absolute URI; time RFC 3339; extension names
-// [a-z0-9]+ and unique; every value valid UTF-8.
+// [a-z0-9]+ and unique; every value valid UTF-8; datacontenttype, which binary mode
+// sends as Content-Type without encoding, free of control characters but tab.
 func (e *Event) Validate() error {
 	if e.SpecVersion != SpecVersion {
 		if e.SpecVersion == "" {
@@ -93,6 +94,9 @@ func (e *Event) Validate() error {
 		if !utf8.ValidString(s.v) {
 			return invalid(s.name, "not valid UTF-8")
 		}
+	}
+	if !headerSafe(e.DataContentType) {
+		return invalid(AttrDataContentType, "holds a control character; it travels as the Content-Type header, which cannot carry one")
 	}
 	for i, x := range e.Extensions {
 		if !ValidExtensionName(x.Name) {
@@ -160,6 +164,17 @@ func unreservedPath(s string, slash bool) bool {
 		case c == '-' || c == '.' || c == '_' || c == '~':
 		case c == '/' && slash:
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// headerSafe reports whether v can travel as an HTTP header value as it is: no control
+// character but tab.
+func headerSafe(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}
