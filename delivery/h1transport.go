@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
 // h1Transport is the http.RoundTripper deliveries use for http:// subscribers: a
@@ -526,7 +528,9 @@ func appendRequest(dst []byte, req *http.Request, head *attemptHead) ([]byte, er
 		case bad != nil:
 		case !validHeaderName(k):
 			bad = fmt.Errorf("%w: header name %q", errBadRequest, k)
-		case !validHeaderValue(v):
+		case !httpascii.ValidValue(v):
+			// Header injection. Never an event's: event.EachHeader percent-encodes
+			// control characters, and Validate refuses them in datacontenttype.
 			bad = fmt.Errorf("%w: header %s has a control character", errBadRequest, k)
 		default:
 			dst = append(dst, k...)
@@ -565,17 +569,6 @@ func validHeaderName(k string) bool {
 	for i := 0; i < len(k); i++ {
 		c := k[i]
 		if c <= ' ' || c >= 0x7f || c == ':' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue rejects CR, LF and other control characters but tab (header
-// injection); event.EachHeader percent-encodes them, so this never fires on events.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
 // ValidationError says why an event is not a valid CloudEvent 1.0.
@@ -95,7 +97,7 @@ func (e *Event) Validate() error {
 			return invalid(s.name, "not valid UTF-8")
 		}
 	}
-	if !headerSafe(e.DataContentType) {
+	if !httpascii.ValidValue(e.DataContentType) {
 		return invalid(AttrDataContentType, "holds a control character; it travels as the Content-Type header, which cannot carry one")
 	}
 	for i, x := range e.Extensions {
@@ -164,17 +166,6 @@ func unreservedPath(s string, slash bool) bool {
 		case c == '-' || c == '.' || c == '_' || c == '~':
 		case c == '/' && slash:
 		default:
-			return false
-		}
-	}
-	return true
-}
-
-// headerSafe reports whether v can travel as an HTTP header value as it is: no control
-// character but tab.
-func headerSafe(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}

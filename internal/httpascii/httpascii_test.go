@@ -18,3 +18,20 @@ func TestEqualFold(t *testing.T) {
 		}
 	}
 }
+
+func TestValidValue(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{
+		{"", true}, {"text/plain; charset=utf-8", true}, {"a\tb", true}, {"caf\xc3\xa9 \xff", true},
+		{"a\r\nX-Evil: 1", false}, {"a\nb", false}, {"a\x00", false}, {"\x1f", false}, {"a\x7fb", false},
+	} {
+		if got := ValidValue(tc.v); got != tc.want {
+			t.Errorf("ValidValue(%q) = %v, want %v", tc.v, got, tc.want)
+		}
+		if got := ValidValue([]byte(tc.v)); got != tc.want {
+			t.Errorf("ValidValue([]byte(%q)) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func parseLeanHead(head []byte, h *leanHead) bool {
 			ve--
 		}
 		value := line[vs:ve]
-		if !validValue(value) {
+		if !httpascii.ValidValue(value) {
 			return false
 		}
 		f := field{name: span{start, start + colon}, value: span{start + vs, start + ve}}
@@ -219,16 +219,6 @@ func isToken(b []byte) bool {
 
 // tokenChars marks the bytes allowed in a token.
 var tokenChars = alnumAnd("!#$%&'*+-.^_`|~")
-
-// validValue reports whether a header value holds only visible bytes, spaces and tabs.
-func validValue(v []byte) bool {
-	for _, c := range v {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 // validHost is a conservative check of a Host value: a non-empty name or address of
 // letters, digits and . - _ : [ ]. Anything else is net/http's to judge.
