@@ -57,12 +57,19 @@ var kinds = []struct {
 // ErrTooLarge, ErrClosed; every Refusal does): a failure of the channel, as opposed to
 // one of the caller's own making.
 func IsKind(err error) bool {
+	_, ok := kindReason(err)
+	return ok
+}
+
+// kindReason is the fixed reason of the first of kinds err wraps, and whether it wraps
+// one.
+func kindReason(err error) (string, bool) {
 	for _, k := range kinds {
 		if errors.Is(err, k.kind) {
-			return true
+			return k.reason, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // Reason is what the sender of events whose Publish failed with err may be told: the
@@ -72,10 +79,8 @@ func Reason(err error) string {
 	if r, ok := errors.AsType[*Refusal](err); ok {
 		return r.Reason
 	}
-	for _, k := range kinds {
-		if errors.Is(err, k.kind) {
-			return k.reason
-		}
+	if reason, ok := kindReason(err); ok {
+		return reason
 	}
 	return "the channel could not store the events"
 }
