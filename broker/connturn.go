@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // Waiting for room before a connection's next request is read (docs/overload.md, part
@@ -88,7 +89,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, b *Broker, t *c
 		return
 	}
 	n := max(r.ContentLength, 0)
-	admitted := b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, n) })
+	admitted := b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, n, time.Now()) })
 	if admitted {
 		t.b, t.n = b, n
 	}

@@ -81,25 +81,28 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	n := max(r.ContentLength, 0)
+	// The request's one read of the wall clock: admission's backlog check, the ingress
+	// latency and the knativearrivaltime stamp share it (time.Now costs two clock reads).
+	start := time.Now()
 	// On the lean path, the room its connection may have waited for (connturn.go).
 	if admitted, late := connTurnOf(r).enter(b, n); admitted {
 		pending = n
-	} else if b.admitq.busy() || !s.admits(b, r.ContentLength) {
+	} else if b.admitq.busy() || !s.admits(b, r.ContentLength, start) {
 		// Full: wait for room before reading the body (admitqueue.go); if none comes,
 		// refuse, the cheapest answer an overload can get, and hold the connection
 		// (admission.go). A request whose connection waited out AdmitWait before it
 		// was read waits no more.
-		if late || s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength) }) {
+		if late || s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength, time.Now()) }) {
 			// A request that waited has held its connection for AdmitWait already.
 			s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.admitWait)
 			return
 		}
 		pending = n
+		start = time.Now() // the wait for room is not the request's latency
 	} else {
 		b.admitq.let() // room found at once: counted as storing only (WithMaxStoring)
 		pending = 0
 	}
-	start := time.Now()
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
 	if err != nil {
 		status, reason := http.StatusBadRequest, "invalid"
@@ -125,7 +128,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.m.received.Add(float64(len(evs)))
 	if b.isKnBr {
-		arrived := s.arrival.now()
+		arrived := s.arrival.at(start)
 		for _, e := range evs {
 			e.Extensions = slices.Grow(e.Extensions, 2) // room for both stamps: one allocation at most
 			e.Set(ExtArrivalTime, arrived)

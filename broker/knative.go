@@ -27,8 +27,9 @@ func headerEncoding(bc config.Broker) event.HeaderEncoding {
 const ExtArrivalTime = "knativearrivaltime"
 
 // arrivalClock formats arrival times. Events arriving within the same millisecond share
-// one formatted string, so stamping costs a clock read and an atomic load on the hot
-// path, and a format (one small allocation) once per millisecond at most.
+// one formatted string, so stamping costs an atomic load on the hot path (ingress passes
+// the clock reading it took for the request, at), and a format (one small allocation)
+// once per millisecond at most.
 type arrivalClock struct {
 	last atomic.Pointer[arrivalStamp]
 }
@@ -39,8 +40,10 @@ type arrivalStamp struct {
 }
 
 // now returns the current time as a knativearrivaltime value.
-func (c *arrivalClock) now() string {
-	t := time.Now()
+func (c *arrivalClock) now() string { return c.at(time.Now()) }
+
+// at returns t, a time.Now reading, as a knativearrivaltime value.
+func (c *arrivalClock) at(t time.Time) string {
 	ms := t.UnixMilli()
 	if p := c.last.Load(); p != nil && p.ms == ms {
 		return p.s

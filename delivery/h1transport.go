@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/httpascii"
+	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // h1Transport is the http.RoundTripper deliveries use for http:// subscribers: a
@@ -250,7 +251,7 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 			h = &h1Host{free: make(chan struct{}, 1)}
 			t.hosts[host] = h
 		}
-		now := time.Now()
+		now := monotime.Now()
 		for n := len(h.idle); n > 0; n = len(h.idle) {
 			pc = h.idle[n-1]
 			h.idle[n-1] = nil
@@ -334,7 +335,7 @@ func (t *h1Transport) forgetIfEmpty(host string, h *h1Host) {
 
 // put returns pc to the idle pool, or closes it when the pool is full.
 func (t *h1Transport) put(pc *h1Conn) {
-	pc.lastUsed = time.Now()
+	pc.lastUsed = monotime.Now()
 	t.mu.Lock()
 	h := t.hosts[pc.host]
 	if h != nil && len(h.idle) < t.maxIdle {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/monotime"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -45,7 +46,7 @@ var jobPool = sync.Pool{New: func() any { return new(job) }}
 
 func newJob(m channel.Message) *job {
 	j := jobPool.Get().(*job)
-	j.msg, j.ev, j.received = m, m.Event(), time.Now()
+	j.msg, j.ev, j.received = m, m.Event(), monotime.Now()
 	return j
 }
 
@@ -99,7 +100,11 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		d.release(j)
 		return
 	}
-	d.lim.observe(o.latency, o.status, o.timedOut, time.Now())
+	now := o.end      // one clock read per attempt serves the limiter and the latency
+	if now.IsZero() { // no attempt was made: the bearer token could not be had
+		now = monotime.Now()
+	}
+	d.lim.observe(o.latency, o.status, o.timedOut, now)
 	traceOutcome(j, &o)
 	tm.attempts[destSubscriber][resultOf(o.status, o.timedOut)].Inc()
 	j.attempt++
@@ -107,7 +112,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		next, err := d.handleReply(ctx, t, j, &o)
 		if err == nil {
 			tm.delivered.Inc()
-			tm.latency.Observe(time.Since(j.received).Seconds())
+			tm.latency.Observe(now.Sub(j.received).Seconds())
 			if next != nil {
 				j.phase, j.attempt, j.reply = phaseReply, 0, next
 				d.postReply(ctx, t, j)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/monotime"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -34,6 +35,7 @@ type outcome struct {
 	replyErr   error         // a 2xx carried an invalid event
 	notEvent   bool          // a 2xx carried a body that is not an event
 	latency    time.Duration
+	end        time.Time // when the attempt ended (a monotime reading); zero: none was made
 }
 
 func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
@@ -119,11 +121,12 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		r.tmpl.Body = http.NoBody
 		r.tmpl.ContentLength = 0
 	}
-	start := time.Now()
+	start := monotime.Now()
 	resp, err := roundTrip(ctx, c, &r.tmpl, &head, start.Add(timeout))
 	if err != nil {
 		// The transport may still close the body in another goroutine: do not reuse r.
-		o.latency = time.Since(start)
+		o.end = monotime.Now()
+		o.latency = o.end.Sub(start)
 		o.err = err
 		o.timedOut = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 		o.errData = []byte("dispatch error: " + err.Error())
@@ -151,7 +154,8 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		}
 	}
 	resp.Body.Close()
-	o.latency = time.Since(start)
+	o.end = monotime.Now()
+	o.latency = o.end.Sub(start)
 	clear(r.h) // pooled empty; clearing an empty map costs nothing
 	r.tmpl.Body = nil
 	r.tmpl.URL = nil

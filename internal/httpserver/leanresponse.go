@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/httpascii"
+	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // leanResponse is the http.ResponseWriter of the lean path. It writes what net/http's
@@ -197,22 +198,23 @@ func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
-// dateCache formats the Date header once a second.
+// dateCache formats the Date header once a second. A response reads the monotonic
+// clock only (monotime); the wall clock is read once a second, to format the next value.
 type dateCache struct {
 	v atomic.Pointer[cachedDate]
 }
 
 type cachedDate struct {
-	sec int64
-	s   []byte
+	until time.Time // the end of the second s names, by the monotonic clock
+	s     []byte
 }
 
 func (d *dateCache) get() []byte {
-	now := time.Now()
-	if c := d.v.Load(); c != nil && c.sec == now.Unix() {
+	if c := d.v.Load(); c != nil && monotime.Now().Before(c.until) {
 		return c.s
 	}
-	c := &cachedDate{sec: now.Unix(), s: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	now := time.Now()
+	c := &cachedDate{until: now.Add(time.Second - time.Duration(now.Nanosecond())), s: now.UTC().AppendFormat(nil, http.TimeFormat)}
 	d.v.Store(c)
 	return c.s
 }
