@@ -413,9 +413,9 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory floa
 		o.Error = err.Error()
 	}
 	o.ReportDir = "results/" + sub
-	s.logf("overload %s %.0f×: %d requests, %d accepted, %d × 429, %d × 503, %d other, lost %d, delivery %.0f/s (min %.0f) of %.0f, RSS %.1f MiB, probe 429 p99 %.2f ms, health max %.1f ms, alive %v",
+	s.logf("overload %s %.0f×: %d requests, %d accepted, %d × 429, %d × 503, %d other, lost %d, delivery %.0f/s (min %.0f) of %.0f, RSS %.1f MiB, probe 429 p99 %.2f ms, health max %.1f ms (%s at %.1f s; %d of %d ≥ 100 ms), alive %v",
 		name, factor, o.Requests, o.Accepted, o.Rejected429, o.Rejected503, o.OtherFailures, o.Lost, o.DeliveryRate, o.MinDeliveryRate, rate,
-		float64(o.PeakRSS)/mib, o.ProbeRejectP99MS, o.HealthMaxMS, o.Alive)
+		float64(o.PeakRSS)/mib, o.ProbeRejectP99MS, o.HealthMaxMS, o.HealthSlowestPath, o.HealthSlowestAtS, o.HealthOver100, o.HealthAnswers, o.Alive)
 	return o
 }
 

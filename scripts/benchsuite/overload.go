@@ -109,38 +109,62 @@ func meanDeliveryRate(perSecond []uint64, skip, end int) float64 {
 	return float64(n) / float64(end-skip)
 }
 
+// health is what healthProbe saw: the slowest answer, which path it was and when
+// (since the probing began), how many answers came and how many took 100 ms or more,
+// and how many were not 200.
+type health struct {
+	slowest     time.Duration
+	slowestPath string
+	slowestAt   time.Duration
+	answers     int
+	over100     int
+	failures    int
+}
+
+// observe counts one answer to path that took took, asked at since the probing began.
+func (h *health) observe(path string, at, took time.Duration) {
+	h.answers++
+	if took >= 100*time.Millisecond {
+		h.over100++
+	}
+	if took > h.slowest {
+		h.slowest, h.slowestPath, h.slowestAt = took, path, at
+	}
+}
+
 // healthProbe GETs /healthz, /readyz and /metrics of base every 200 ms until ctx is
-// done, and returns the slowest answer and how many were not 200.
-func healthProbe(ctx context.Context, base string) (slowest time.Duration, failures int) {
+// done.
+func healthProbe(ctx context.Context, base string) (h health) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 3}}
 	defer client.CloseIdleConnections()
+	begin := time.Now()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return slowest, failures
+			return h
 		case <-tick.C:
 		}
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 			start := time.Now()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 			if err != nil {
-				return slowest, failures
+				return h
 			}
 			resp, err := client.Do(req)
 			if err != nil {
 				if ctx.Err() != nil {
-					return slowest, failures
+					return h
 				}
-				failures++
+				h.failures++
 				continue
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			slowest = max(slowest, time.Since(start))
+			h.observe(path, start.Sub(begin), time.Since(start))
 			if resp.StatusCode != http.StatusOK {
-				failures++
+				h.failures++
 			}
 		}
 	}
@@ -153,15 +177,8 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	pctx, stopProbe := context.WithCancel(ctx)
 	probeDone := make(chan *probeResult, 1)
 	go func() { probeDone <- probe(pctx, t.URL, t.Data) }()
-	type health struct {
-		slowest  time.Duration
-		failures int
-	}
 	healthDone := make(chan health, 1)
-	go func() {
-		s, f := healthProbe(pctx, t.Broker.base())
-		healthDone <- health{s, f}
-	}()
+	go func() { healthDone <- healthProbe(pctx, t.Broker.base()) }()
 	cpu0, err := t.Broker.CPU()
 	if err != nil {
 		stopProbe()
@@ -184,6 +201,8 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 		return nil, nil, err
 	}
 	o.HealthMaxMS, o.HealthFailures = float64(h.slowest)/float64(time.Millisecond), h.failures
+	o.HealthSlowestPath, o.HealthSlowestAtS = h.slowestPath, h.slowestAt.Seconds()
+	o.HealthAnswers, o.HealthOver100 = h.answers, h.over100
 	cpu1, cpuErr := t.Broker.CPU()
 	if cpuErr == nil {
 		o.CPUSeconds = (cpu1 - cpu0).Seconds()

@@ -110,8 +110,15 @@ type overloadResult struct {
 	// overload (one of each every 200 ms); HealthFailures counts non-200 answers.
 	HealthMaxMS    float64 `json:"health_max_ms"`
 	HealthFailures int     `json:"health_failures"`
-	Publish        latency `json:"publish"`
-	E2E            latency `json:"e2e"`
+	// HealthSlowestPath is the path of the slowest answer, HealthSlowestAtS when it was
+	// asked (seconds since the overload began); HealthOver100 counts the answers of
+	// HealthAnswers that took 100 ms or more. They tell a start-up stall from a steady one.
+	HealthSlowestPath string  `json:"health_slowest_path,omitempty"`
+	HealthSlowestAtS  float64 `json:"health_slowest_at_s,omitempty"`
+	HealthAnswers     int     `json:"health_answers,omitempty"`
+	HealthOver100     int     `json:"health_over_100ms,omitempty"`
+	Publish           latency `json:"publish"`
+	E2E               latency `json:"e2e"`
 	// Probe: a separate client's requests during the overload, timed from the actual
 	// send, split by answer.
 	ProbeRequests      int     `json:"probe_requests"`

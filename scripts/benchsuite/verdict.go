@@ -194,7 +194,7 @@ func overloadVerdicts(o *overloadResult) []verdict {
 		delivery,
 		{Target: targets[3], Measured: fmt.Sprintf("%d lost of %d accepted, broker alive: %v%s", o.Lost, o.Accepted, o.Alive, capNote),
 			Status: status(o.Lost == 0 && o.Settled && o.Alive && capLost == 0 && (o.Capacity == nil || o.Capacity.Error != "" || o.Capacity.Settled))},
-		{Target: targets[4], Measured: fmt.Sprintf("slowest %.1f ms, %d failures", o.HealthMaxMS, o.HealthFailures),
+		{Target: targets[4], Measured: healthMeasured(o),
 			Ratio: o.HealthMaxMS / 100, Status: status(o.HealthMaxMS < 100 && o.HealthFailures == 0)},
 	}
 }
@@ -359,4 +359,18 @@ func either(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// healthMeasured describes the health probes of an overload: the slowest answer, with
+// its path and when it came when known, how many of the answers took 100 ms or more,
+// and the failures.
+func healthMeasured(o *overloadResult) string {
+	s := fmt.Sprintf("slowest %.1f ms", o.HealthMaxMS)
+	if o.HealthSlowestPath != "" {
+		s += fmt.Sprintf(" (%s asked at %.1f s)", o.HealthSlowestPath, o.HealthSlowestAtS)
+	}
+	if o.HealthAnswers > 0 {
+		s += fmt.Sprintf(", %d of %d answers ≥ 100 ms", o.HealthOver100, o.HealthAnswers)
+	}
+	return s + fmt.Sprintf(", %d failures", o.HealthFailures)
 }
