@@ -81,9 +81,10 @@ func (b *Broker) overBacklog(now time.Time) bool {
 }
 
 // admits reports whether ingress should read a request of n bytes (n < 0: unknown) for
-// b at now (a time.Now reading): the cheap checks before the body is read. Requests let in from the admission queue
-// and not yet stored count against the memory channel's budget, and every request let
-// in and not yet stored against WithMaxStoring (admitqueue.go).
+// b at now (a time.Now reading): the cheap checks before the body is read. Requests let
+// in from the admission queue and not yet stored count against the memory channel's
+// budget, and every request let in and not yet stored against WithMaxStoring
+// (admitqueue.go).
 func (s *Server) admits(b *Broker, n int64, now time.Time) bool {
 	if a, ok := b.ch.(channel.Admitter); ok && n > 0 && !a.Admits(n+b.admitq.pending.Load()) {
 		return false

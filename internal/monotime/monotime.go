@@ -2,9 +2,9 @@
 // only measure durations, set deadlines and compare times.
 //
 // time.Now reads two clocks, the wall clock and the monotonic one (two clock_gettime
-// calls through the vDSO on Linux); a broker handling an event read it about twenty
-// times, 6% of its user time (docs/benchmarks/hot-path.md). Now reads the monotonic
-// clock only, at half the cost.
+// calls through the vDSO on Linux); a broker handling an event made 23 such calls, 6% of
+// its user time (docs/benchmarks/hot-path.md). Now reads the monotonic clock only: one
+// call, 30 against 45 ns (BenchmarkNow).
 package monotime
 
 import "time"
