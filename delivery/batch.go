@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // Batched delivery (Target.Batch > 1, docs/delivery.md): events due for their first
@@ -94,7 +95,7 @@ func (d *Dispatcher) takeBatchLocked() []*job {
 // always gets the batch format.
 func (d *Dispatcher) pushBatch(jobs []*job) {
 	c := jobPool.Get().(*job)
-	c.phase, c.batch, c.received = phaseDeliver, jobs, time.Now()
+	c.phase, c.batch, c.received = phaseDeliver, jobs, monotime.Now()
 	d.pushDirect(c)
 }
 
@@ -118,13 +119,14 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 		d.releaseBatch(c)
 		return
 	}
-	d.lim.observe(o.latency, o.status, o.timedOut, time.Now())
+	now := monotime.Now() // one clock read for the limiter and every job's latency
+	d.lim.observe(o.latency, o.status, o.timedOut, now)
 	tm.attempts[destSubscriber][resultOf(o.status, o.timedOut)].Inc()
 	c.attempt++
 	if o.ok() {
 		for _, j := range c.batch {
 			tm.delivered.Inc()
-			tm.latency.Observe(time.Since(j.received).Seconds())
+			tm.latency.Observe(now.Sub(j.received).Seconds())
 			d.settle(j)
 		}
 		d.dropCarrier(c)
