@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-broker/sluice/internal/cpubusy"
 )
 
 // Parameters of the adaptive (AIMD) in-flight limit; see limiter.
@@ -18,6 +20,9 @@ const (
 	srttGain          = 1.0 / 8              // EWMA gain of the smoothed latency (as TCP's SRTT)
 	baselineDriftGain = 1.0 / 256            // how fast the baseline follows a lasting rise
 	climbFloorShare   = 1.0 / 8              // a latency climb alone cuts to no less than this share of the maximum
+	// cpuBusyEvery is how often the limiter re-reads whether the broker's CPU is
+	// saturated: often enough to follow an overload within a few congestion windows.
+	cpuBusyEvery = 50 * time.Millisecond
 )
 
 // limiter bounds the attempts in flight toward one subscriber. Without adaptation the
@@ -56,12 +61,12 @@ type limiter struct {
 	srtt     float64 // smoothed latency, ns
 	base     float64 // baseline latency, ns
 	lastCut  time.Time
-	cpu      *cpuBusy // whether this process's own CPU is saturated: a latency climb then says nothing of the subscriber
+	cpu      *cpubusy.Meter // whether this process's own CPU is saturated: a latency climb then says nothing of the subscriber
 }
 
 func newLimiter(maxInFlight int, adaptive bool, gauge prometheus.Gauge) *limiter {
 	l := &limiter{sem: newSemaphore(maxInFlight), adaptive: adaptive, max: maxInFlight,
-		limit: float64(maxInFlight), gauge: gauge, cpu: newCPUBusy()}
+		limit: float64(maxInFlight), gauge: gauge, cpu: cpubusy.New(cpuBusyEvery)}
 	gauge.Set(float64(maxInFlight))
 	return l
 }
@@ -115,7 +120,7 @@ func (l *limiter) observe(latency time.Duration, status int, timedOut bool, now 
 		// A latency climb alone is an ambiguous signal: it cuts no lower than the climb
 		// floor, and not at all while this process's own CPU is saturated.
 		floor = l.climbFloor()
-		congested = l.limit > floor && !l.cpu.busy(now)
+		congested = l.limit > floor && !l.cpu.Busy(now)
 	}
 	old := int(l.limit)
 	if congested {
