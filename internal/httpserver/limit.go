@@ -39,6 +39,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
 }
 
+// open is how many connections hold a slot: accepted and not yet closed.
+func (l *limitListener) open() int { return len(l.slots) }
+
 // Close stops Accept, including one waiting for a slot.
 func (l *limitListener) Close() error {
 	l.once.Do(func() { close(l.closed) })

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/cpubusy"
 	"github.com/sluice-broker/sluice/internal/tlsfiles"
 )
 
@@ -154,7 +155,7 @@ func (o *options) validate() error {
 // Server is one hardened HTTP server on one listener.
 type Server struct {
 	hs   *http.Server
-	ln   net.Listener
+	ln   *limitListener
 	cert *tlsfiles.Certificate // nil without TLS
 	opts options
 
@@ -172,6 +173,7 @@ type Server struct {
 	shutting atomic.Bool
 	mu       sync.Mutex
 	conns    map[*leanConn]struct{} // guarded by mu
+	acceptor *acceptor              // accept.go
 	wg       sync.WaitGroup         // one per lean connection, and net/http's Serve
 }
 
@@ -300,6 +302,7 @@ func (s *Server) initLean(ln net.Listener) {
 	base, s.cancel = context.WithCancel(context.Background())
 	s.blank = (&http.Request{}).WithContext(base)
 	s.conns = map[*leanConn]struct{}{}
+	s.acceptor = newAcceptor(s.ln, ln, cpubusy.New(acceptCPUEvery))
 }
 
 // serveLean accepts connections for the lean path; net/http serves those handed off.
@@ -317,7 +320,7 @@ func (s *Server) serveLean() error {
 	}()
 	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept() // waits for a free slot too (limitListener)
+		nc, err := s.acceptor.accept() // waits for a free slot too (limitListener)
 		if err != nil {
 			if s.shutting.Load() {
 				return http.ErrServerClosed
