@@ -158,7 +158,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		debug.SetGCPercent(400)
 	}
 
-	reg := prometheus.NewRegistry()
+	reg := prometheus.NewRegistry() // what /metrics serves, gathered in sequence (gathered)
+	gathered := gatherInSequence(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := f.channels.Start(ctx, registry.WithLogger(log), registry.WithRegisterer(reg),
 		registry.WithMemoryLimit(int64(f.memoryLimit)), registry.WithNamespaceShare(f.security.nsMemoryShare)); err != nil {
@@ -171,7 +172,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
-	obs, err := f.observe.start(log, reg)
+	obs, err := f.observe.start(log, gathered)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		log.Error("not every PingSource started", "err", err)
 	}
 
-	handler := routes(srv.Handler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), f.pprof)
+	handler := routes(srv.Handler(), promhttp.HandlerFor(gathered, promhttp.HandlerOpts{Registry: reg}), f.pprof)
 	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
 	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log)
 	if err != nil {
