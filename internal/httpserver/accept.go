@@ -50,7 +50,7 @@ const (
 type acceptor struct {
 	ln       *limitListener
 	deadline interface{ SetDeadline(time.Time) error }
-	poller   listenerPoller
+	poller   fdPoller
 	cpu      interface{ Busy(time.Time) bool } // a *cpubusy.Meter
 	polling  atomic.Bool                       // the mode; atomic for tests
 	polls    int                               // looks since the window began (polling)
@@ -60,7 +60,7 @@ type acceptor struct {
 // busy; with an inner listener that has no file descriptor or deadline, it always waits
 // on the poller.
 func newAcceptor(ln *limitListener, inner net.Listener, cpu interface{ Busy(time.Time) bool }) *acceptor {
-	a := &acceptor{ln: ln, cpu: cpu, poller: newListenerPoller(inner)}
+	a := &acceptor{ln: ln, cpu: cpu, poller: newFDPoller(inner)}
 	if d, ok := inner.(interface{ SetDeadline(time.Time) error }); ok && a.poller.rc != nil {
 		a.deadline = d
 	}
@@ -75,7 +75,7 @@ func (a *acceptor) accept() (net.Conn, error) {
 	for {
 		wait := a.look()
 		if a.polling.Load() {
-			if !a.poller.waiting() {
+			if !a.poller.readable() {
 				time.Sleep(acceptPoll)
 				if a.polls++; a.polls >= acceptWindowLen {
 					a.polls = 0
@@ -109,23 +109,24 @@ func (a *acceptor) look() time.Duration {
 	return acceptIdleLook
 }
 
-// listenerPoller tells whether a connection waits in a listener's accept queue.
-type listenerPoller struct {
-	rc syscall.RawConn // nil: the listener has no file descriptor
+// fdPoller tells whether a socket has something to read: a listener a connection
+// waiting in its accept queue, a connection bytes (or its end).
+type fdPoller struct {
+	rc syscall.RawConn // nil: no file descriptor
 }
 
-func newListenerPoller(ln net.Listener) listenerPoller {
-	if sc, ok := ln.(syscall.Conn); ok {
+func newFDPoller(c any) fdPoller {
+	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			return listenerPoller{rc: rc}
+			return fdPoller{rc: rc}
 		}
 	}
-	return listenerPoller{}
+	return fdPoller{}
 }
 
-// waiting reports whether Accept would return at once: a connection waits, or the
-// listener failed or is closed (and Accept returns the error).
-func (p listenerPoller) waiting() bool {
+// readable reports whether a read (or Accept) would return at once: there is something
+// to read, or the socket failed or is closed (and the read returns the error).
+func (p fdPoller) readable() bool {
 	ready := true
 	// A listener's RawConn has Control only (Read is EINVAL); the poll does not wait.
 	err := p.rc.Control(func(fd uintptr) {

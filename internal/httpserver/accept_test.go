@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
-func TestListenerPollerWaiting(t *testing.T) {
+func TestFDPollerListener(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, ln net.Listener)
@@ -33,14 +33,14 @@ func TestListenerPollerWaiting(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			p := newListenerPoller(ln)
+			p := newFDPoller(ln)
 			if p.rc == nil {
 				t.Fatal("a TCP listener has a file descriptor")
 			}
 			tt.setup(t, ln)
 			// The kernel queues a dialled connection by the time Dial returns on loopback.
-			if got := p.waiting(); got != tt.want {
-				t.Errorf("waiting() = %v, want %v", got, tt.want)
+			if got := p.readable(); got != tt.want {
+				t.Errorf("readable() = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -384,7 +384,8 @@ func (c *leanConn) handoff() {
 	c.srv.untrack(c)
 	c.idled()
 	_ = c.nc.SetDeadline(time.Time{})
-	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs}
+	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs,
+		poller: newFDPoller(c.nc), reads: c.srv.reads}
 	c.buf, c.n = nil, 0
 	if !c.srv.handoff.give(pc) {
 		_ = pc.Close()
@@ -392,13 +393,18 @@ func (c *leanConn) handoff() {
 }
 
 // prefixConn is a connection handed to net/http: reads return the bytes the lean path
-// read first, then the socket's.
+// read first, then the socket's, waited for on a timer while the CPU is saturated
+// (pollread.go).
 type prefixConn struct {
 	net.Conn
-	mu   sync.Mutex
-	buf  *[]byte
-	data []byte
-	pool *sync.Pool
+	mu     sync.Mutex
+	buf    *[]byte
+	data   []byte
+	pool   *sync.Pool
+	poller fdPoller
+	reads  *pollReads
+	dmu    sync.Mutex   // orders the socket's read deadline: net/http's and a look's
+	rdl    atomic.Int64 // net/http's read deadline, Unix ns (0: none); written under dmu
 }
 
 func (p *prefixConn) Read(b []byte) (int, error) {
@@ -413,7 +419,81 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	p.mu.Unlock()
-	return p.Conn.Read(b)
+	for {
+		p.reads.wait(p.poller, &p.rdl)
+		if !p.looks() || !take(&p.reads.looking) {
+			return p.Conn.Read(b)
+		}
+		n, err := p.readLook(b)
+		p.reads.looking.Add(-1)
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if d := p.rdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+			return n, err // net/http's deadline
+		}
+	}
+}
+
+// looks reports whether a read should wait on the poller for acceptBusyLook at a time
+// (pollread.go): the CPU is not saturated, and other connections are open.
+func (p *prefixConn) looks() bool {
+	r := p.reads
+	return r != nil && p.poller.rc != nil && !r.busy.Load() && r.open() > 1
+}
+
+// readLook reads with the socket's deadline at acceptBusyLook from now, or net/http's
+// if that is sooner, and then puts net/http's back.
+func (p *prefixConn) readLook(b []byte) (int, error) {
+	p.dmu.Lock()
+	look := time.Now().Add(acceptBusyLook)
+	if d := p.rdl.Load(); d != 0 && d <= look.UnixNano() {
+		p.dmu.Unlock()
+		return p.Conn.Read(b) // net/http's deadline comes first, and is set
+	}
+	err := p.Conn.SetReadDeadline(look)
+	p.dmu.Unlock()
+	if err != nil {
+		return p.Conn.Read(b) // closed: Read says so
+	}
+	n, err := p.Conn.Read(b)
+	p.dmu.Lock()
+	_ = p.Conn.SetReadDeadline(fromUnixNano(p.rdl.Load()))
+	p.dmu.Unlock()
+	return n, err
+}
+
+// SetReadDeadline sets the socket's and keeps it for a read waiting on a timer.
+func (p *prefixConn) SetReadDeadline(t time.Time) error {
+	p.dmu.Lock()
+	defer p.dmu.Unlock()
+	p.rdl.Store(unixNano(t))
+	return p.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets the socket's and keeps the read deadline as SetReadDeadline does.
+func (p *prefixConn) SetDeadline(t time.Time) error {
+	p.dmu.Lock()
+	defer p.dmu.Unlock()
+	p.rdl.Store(unixNano(t))
+	return p.Conn.SetDeadline(t)
+}
+
+// fromUnixNano is unixNano's inverse: the zero time for 0.
+func fromUnixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// unixNano is t in Unix ns, 0 for the zero time (no deadline); a time at or before the
+// epoch (net/http's "a long time ago") is 1, a deadline long past.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixNano(), 1)
 }
 
 func (p *prefixConn) Close() error {

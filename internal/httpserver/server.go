@@ -174,6 +174,7 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*leanConn]struct{} // guarded by mu
 	acceptor *acceptor              // accept.go
+	reads    *pollReads             // pollread.go
 	wg       sync.WaitGroup         // one per lean connection, and net/http's Serve
 }
 
@@ -303,6 +304,7 @@ func (s *Server) initLean(ln net.Listener) {
 	s.blank = (&http.Request{}).WithContext(base)
 	s.conns = map[*leanConn]struct{}{}
 	s.acceptor = newAcceptor(s.ln, ln, cpubusy.New(acceptCPUEvery))
+	s.reads = &pollReads{busy: &s.acceptor.polling, open: s.ln.open}
 }
 
 // serveLean accepts connections for the lean path; net/http serves those handed off.
