@@ -18,10 +18,10 @@ import (
 // the poll at the end of each GC pause have no P to queue it on. The scheduler takes one
 // goroutine from that queue every 61 schedules while its own queue has work, and under
 // overload goroutines that wake each other (handlers and a channel's publisher, through
-// mutexes and channels) keep its own queue from running dry. A runtime trace of a
-// JetStream broker at the start of an overload showed the accept loop, woken for a
-// health probe's new connection, waiting 96 ms to run (docs/overload.md). A goroutine
-// a timer wakes runs next instead.
+// mutexes and channels) keep its own queue from running dry. At the start of a
+// JetStream overload a health probe's new connection waited 8–57 ms for the accept loop
+// at 2×, and the slowest up to 486 ms at 4× (docs/overload.md, "Health probes at the
+// start of an overload"). A goroutine a timer wakes runs next instead.
 //
 // So while the process's CPU is saturated the accept loop does not wait on the poller:
 // it asks the kernel whether a connection is waiting (poll(2), zero timeout), accepts it
@@ -38,9 +38,8 @@ import (
 // opening its pool, 2,048 at the start of the bench's 4× overload) comes before the CPU
 // counts as saturated, and woken by the poller for each part of it the loop waited in
 // the global run queue with a health probe's connection queued behind the burst (471 ms
-// in a make bench run). Polling at a
-// low rate or idle would cost more than it could save: every 5 ms cost an idle broker
-// with one open connection about 1% of a core.
+// in a make bench run). Polling at a low rate or idle would cost more than it could
+// save: every 5 ms cost an idle broker with one open connection about 1% of a core.
 const (
 	acceptPoll      = 5 * time.Millisecond
 	acceptWindow    = 100 * time.Millisecond
