@@ -33,13 +33,9 @@ import (
 // connection is open, so that an overload on connections already open (the usual start
 // of one: a client's pool opens, then sends) is noticed within about that; acceptIdleLook
 // while none is, where there is nothing to saturate the CPU with and each look wakes an
-// idle process for nothing. It also looks after each connection it accepts, and polls
-// while, after one, another is waiting already: a burst of new connections (a client
-// opening its pool, 2,048 at the start of the bench's 4× overload) comes before the CPU
-// counts as saturated, and woken by the poller for each part of it the loop waited in
-// the global run queue with a health probe's connection queued behind the burst (471 ms
-// in a make bench run). Polling at a low rate or idle would cost more than it could
-// save: every 5 ms cost an idle broker with one open connection about 1% of a core.
+// idle process for nothing. It also looks after each connection it accepts. Polling at
+// a low rate or idle would cost more than it could save: every 5 ms cost an idle broker
+// with one open connection about 1% of a core.
 const (
 	acceptPoll      = 5 * time.Millisecond
 	acceptWindow    = 100 * time.Millisecond
@@ -56,7 +52,7 @@ type acceptor struct {
 	deadline interface{ SetDeadline(time.Time) error }
 	poller   fdPoller
 	cpu      interface{ Busy(time.Time) bool } // a *cpubusy.Meter
-	polling  atomic.Bool                       // the mode; handed-off reads poll while it is set (pollread.go)
+	polling  atomic.Bool                       // the mode; atomic for tests
 	polls    int                               // looks since the window began (polling)
 }
 
@@ -96,8 +92,7 @@ func (a *acceptor) accept() (net.Conn, error) {
 		}
 		nc, err := a.ln.Accept()
 		if a.polls = 0; !a.polling.Load() || err == nil {
-			// Another connection waiting already is a burst: poll through it.
-			a.polling.Store(a.cpu.Busy(time.Now()) || err == nil && a.poller.readable())
+			a.polling.Store(a.cpu.Busy(time.Now()))
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue

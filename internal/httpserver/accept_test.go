@@ -181,33 +181,3 @@ func TestAcceptorLook(t *testing.T) {
 		t.Errorf("the connection closed: look %v, want %v", got, acceptIdleLook)
 	}
 }
-
-// TestAcceptorBurst: with the CPU not saturated, a connection accepted while another
-// waits already starts polling (a burst), and the last of the burst ends it.
-func TestAcceptorBurst(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := newLimitListener(inner, 16)
-	defer ln.Close()
-	a := newAcceptor(ln, inner, &fakeCPU{})
-	for range 2 {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	// Dial returns once the kernel has queued the connection, on loopback.
-	for i, want := range []bool{true, false} {
-		s, err := a.accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		if got := a.polling.Load(); got != want {
-			t.Errorf("after accepting connection %d of 2: polling %v, want %v", i+1, got, want)
-		}
-	}
-}
