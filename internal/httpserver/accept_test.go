@@ -63,6 +63,34 @@ func acceptLoop(a *acceptor, conns chan<- net.Conn) <-chan error {
 	return done
 }
 
+// limited listens on a free loopback port: the inner listener and the limitListener
+// over it, closed when the test ends.
+func limited(t *testing.T) (net.Listener, *limitListener) {
+	t.Helper()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newLimitListener(inner, 16)
+	t.Cleanup(func() { ln.Close() })
+	return inner, ln
+}
+
+// closeEnds closes ln and checks that the accept loop whose error done gets ends with
+// net.ErrClosed.
+func closeEnds(t *testing.T, ln net.Listener, done <-chan error, what string) {
+	t.Helper()
+	ln.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s: accept after Close: %v, want net.ErrClosed", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: accept did not return after the listener closed", what)
+	}
+}
+
 // fakeCPU is a cpubusy.Meter whose answer the test sets.
 type fakeCPU struct{ busy atomic.Bool }
 
@@ -72,11 +100,7 @@ func (f *fakeCPU) Busy(time.Time) bool { return f.busy.Load() }
 // the CPU is not saturated, polling while it is, and back; connections are accepted in
 // either mode, and closing the listener ends it in either.
 func TestAcceptorModes(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := newLimitListener(inner, 16)
+	inner, ln := limited(t)
 	cpu := &fakeCPU{}
 	a := newAcceptor(ln, inner, cpu)
 	if a.deadline == nil {
@@ -115,51 +139,25 @@ func TestAcceptorModes(t *testing.T) {
 	cpu.busy.Store(false)
 	sluicetest.Eventually(t, 5*time.Second, "waiting on the poller once the CPU is not saturated", waiting)
 	dial("waiting on the poller again")
-
-	ln.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("accept after Close: %v, want net.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("accept did not return after the listener closed")
-	}
+	closeEnds(t, ln, done, "waiting on the poller")
 }
 
 // TestAcceptorClosedWhilePolling: closing the listener ends a polling acceptor too.
 func TestAcceptorClosedWhilePolling(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := newLimitListener(inner, 16)
+	inner, ln := limited(t)
 	cpu := &fakeCPU{}
 	cpu.busy.Store(true)
 	a := newAcceptor(ln, inner, cpu)
 	a.polling.Store(true)
 	done := acceptLoop(a, make(chan net.Conn))
 	time.Sleep(2 * acceptPoll)
-	ln.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("accept after Close: %v, want net.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a polling accept did not return after the listener closed")
-	}
+	closeEnds(t, ln, done, "polling")
 }
 
 // TestAcceptorLook: waiting on the poller, the acceptor looks at the CPU again soon while
 // a connection is open (an overload starts on open connections) and seldom while none is.
 func TestAcceptorLook(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := newLimitListener(inner, 16)
-	defer ln.Close()
+	inner, ln := limited(t)
 	a := newAcceptor(ln, inner, &fakeCPU{})
 	if got := a.look(); got != acceptIdleLook {
 		t.Errorf("no connection open: look %v, want %v", got, acceptIdleLook)
