@@ -36,7 +36,10 @@ lint: deps
 # there too) for the kinesis channel tests, runs every test, and stops both whatever
 # happens. test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
 # (scripts/nats-cluster.sh, scripts/kafka.sh start-cluster) once for its kill tests. Under CI=true a dependency that does not start fails the run; elsewhere its
-# tests skip, saying why.
+# tests skip, saying why. test/e2e runs last, alone: its kill -9 tests drive their own
+# load (1,000-2,000 events/s) across a broker's death and restart and need the machine's CPU to
+# themselves; beside test/cluster's and test/deploy's clusters on a slow 2-core machine
+# their generator fell short of its schedule.
 test: deps lint chromium
 	@set -uo pipefail; \
 	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1' EXIT; \
@@ -54,7 +57,10 @@ test: deps lint chromium
 	else \
 		echo "make test: the Kinesis-compatible server did not start; the kinesis tests will skip" >&2; \
 	fi; \
-	$(GO) test -count=1 -timeout 20m ./...
+	rc=0; \
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || rc=1; \
+	$(GO) test -count=1 -timeout 20m ./test/e2e || rc=1; \
+	exit $$rc
 
 # bench runs the whole-system benchmark suite (scripts/benchsuite, ~12 minutes) and
 # rewrites docs/benchmarks/README.md and docs/benchmarks/results/. It starts Kafka for the
