@@ -11,7 +11,7 @@ import (
 // /metrics, the dashboard, chunked or Expect requests) and waits for a keep-alive
 // connection's next request on the network poller. On a saturated single-P scheduler
 // the poller's wake-up waits in the global run queue, as the accept loop's did
-// (accept.go): a health probe's second request on its connection took 165–330 ms at the
+// (accept.go): a health probe's second request on its connection took 165–520 ms at the
 // start of a JetStream overload while its first, on a new connection, took 5. So while
 // the acceptor polls (the process's CPU is saturated), a handed-off connection's read
 // first waits on a timer: it asks the kernel whether bytes are there (poll(2), zero
