@@ -13,10 +13,11 @@ import (
 // batches and consumer group settling) bring latency spikes that end its ramp far below
 // what it delivers a few minutes later: a 2× "overload" of that rate then refuses nothing
 // and proves nothing (docs/overload.md). So each overload run, at its fresh broker (with
-// --max-backlog set) and after its priming run, first sends a constant rate well above
-// what the channel can take, for Plan.Capacity, and records the delivery rate the
-// receiver saw over the step's last seconds: the rate the channel delivers while it is
-// saturated, on this broker, now. The run is then factor × max(ramp, capacity) and is
+// --max-backlog set) and after its priming run, first sends Plan.Capacity's worth of
+// events at a constant rate well above what the channel can take, and records the
+// delivery rate the receiver saw over the last seconds of that load (which lasts longer
+// than Plan.Capacity when the broker pushes back): the rate the channel delivers while
+// it is saturated, on this broker, now. The run is then factor × max(ramp, capacity) and is
 // judged against the same figure. The ramp's figure, measured without refusals, stays a
 // floor: the capacity is itself measured under saturation, so alone it could not reveal
 // a delivery collapse that happens whenever the broker refuses.
@@ -33,9 +34,11 @@ type capacityResult struct {
 	Refused   uint64  `json:"refused"` // 429 and 503 answers
 	Lost      uint64  `json:"lost"`
 	Settled   bool    `json:"settled"`
-	// Delivery is the mean events/s received over the step's last TailS seconds.
+	// Delivery is the mean events/s received over the step's last TailS seconds, up to
+	// DeliveryToS: the end of its load (loadSeconds), not of its planned duration.
 	Delivery          float64  `json:"delivery_rate"`
 	TailS             int      `json:"tail_s"`
+	DeliveryToS       int      `json:"delivery_to_s"`
 	DeliveryPerSecond []uint64 `json:"delivery_per_second"`
 	Error             string   `json:"error,omitempty"`
 }
@@ -70,8 +73,8 @@ func measureCapacity(ctx context.Context, t target, rate float64, d, settle time
 	c.Achieved, c.Accepted, c.Lost, c.Settled = l.Rate, res.Accepted, res.Lost, res.Settled
 	c.Refused = l.StatusCodes["429"] + l.StatusCodes["503"]
 	c.DeliveryPerSecond = deliveredPerSecond(res)
-	secs := int(d / time.Second)
-	c.Delivery = meanDeliveryRate(c.DeliveryPerSecond, secs-c.TailS, secs)
+	c.DeliveryToS = loadSeconds(res, d)
+	c.Delivery = meanDeliveryRate(c.DeliveryPerSecond, c.DeliveryToS-c.TailS, c.DeliveryToS)
 	return c
 }
 

@@ -222,11 +222,11 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	}
 	o.Publish, o.E2E = st.Publish, st.E2E
 	perSecond := deliveredPerSecond(res)
-	secs := int(d / time.Second)
 	o.DeliveryPerSecond = perSecond
-	skip := min(5, secs/4)
-	o.DeliveryRate = meanDeliveryRate(perSecond, skip, secs)
-	o.MinDeliveryRate = minDeliveryRate(perSecond, skip, secs)
+	o.DeliveryToS = loadSeconds(res, d)
+	o.DeliveryFromS = min(5, int(d/time.Second)/4)
+	o.DeliveryRate = meanDeliveryRate(perSecond, o.DeliveryFromS, o.DeliveryToS)
+	o.MinDeliveryRate = minDeliveryRate(perSecond, o.DeliveryFromS, o.DeliveryToS)
 	pr.mu.Lock()
 	o.ProbeRequests, o.Probe429, o.Probe429RetryAfter = pr.requests, len(pr.rejected), pr.retryAfter
 	o.ProbeRejectP99MS, o.ProbeRejectMaxMS = quantileMS(pr.rejected, 0.99), quantileMS(pr.rejected, 1)
@@ -237,6 +237,19 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 		return o, res, fmt.Errorf("overload: %w", err)
 	}
 	return o, res, nil
+}
+
+// loadSeconds is how many whole seconds the load of res lasted, from its first
+// request to its last answer, and at least planned. A broker that pushes back through
+// TCP keeps the generator's requests waiting, so a load of planned × rate events can
+// last several times planned; all of it is the overload (or the capacity step), and all
+// of it is judged. The partial last second is left out.
+func loadSeconds(res *bench.Result, planned time.Duration) int {
+	d := planned
+	if l := res.Load; l != nil {
+		d = max(d, l.Attack+l.Wait)
+	}
+	return int(d / time.Second)
 }
 
 // deliveredPerSecond is the distinct events the receiver got in each second from the

@@ -108,15 +108,16 @@ Pinned layout: each broker on CPU 1 alone (` + "`taskset -c 1`" + `), the genera
 Each run starts a fresh broker with ` + "`--max-backlog {{backlog}}`" + ` (JetStream's also with ` + "`--max-storing {{storing \"jetstream\"}}`" + `, Kafka's with ` + "`--max-storing {{storing \"kafka\"}}`" + `;
 see [overload.md](../overload.md)) and one trigger. After a priming run, a **capacity step** sends a constant rate well above what the
 channel takes (1.5 × the larger of its ramp's and the memory channel's sustained rate) over
-256 connections for {{dur .Plan.Capacity}} and records the mean delivery rate of its last seconds: what
-that channel delivers, saturated, on that broker, now. The run's **sustained rate** is the
+256 connections, {{dur .Plan.Capacity}}'s worth of events, and records the mean delivery rate of the last 5 s of that
+load (which lasts longer when the broker pushes back): what that channel delivers, saturated, on that broker, now. The run's **sustained rate** is the
 larger of the ramp's sustained rate and that capacity (the one used is in bold below): a
 durable channel's ramp stops early on the latency spikes of its first minutes and
 underestimates what it delivers later, and a 2× run of an underestimate overloads nothing.
 Once the capacity step's backlog has drained, the run sends the factor × that sustained rate for
 {{dur .Plan.Overload}}; a probe sends one event every 50 ms on its own connection, and another GETs
 /healthz, /readyz and /metrics every 200 ms. Delivery rate is the mean per second received
-over the load without its first seconds; the lowest second is shown too; delivered per
+over the whole load without its first 5 s, however much longer than {{dur .Plan.Overload}} the broker's pushback made it
+(the generator sends every event of the schedule); the lowest second is shown too; delivered per
 second across the whole run is in each run's delivery-throughput plot.
 
 | channel | factor | conns | sustained ev/s: ramp / capacity | intended ev/s | requests: 2xx / 429 / 503 / other | lost | delivery ev/s (lowest second) | ÷ sustained | probe 429 p99 ms | health max ms | peak RSS MiB | plots |

@@ -99,11 +99,14 @@ type overloadResult struct {
 	OtherFailures     uint64          `json:"other_failures"`
 	Lost              uint64          `json:"lost"`
 	Settled           bool            `json:"settled"`
-	// DeliveryRate is the mean events/s received over the load, without its first
-	// seconds (the queue filling).
+	// DeliveryRate is the mean events/s received over seconds [DeliveryFromS,
+	// DeliveryToS) of the load: all of it (loadSeconds) but its first seconds, the
+	// queue filling.
 	DeliveryRate float64 `json:"delivery_rate"`
 	// MinDeliveryRate is the lowest events/s received in one second of the same span.
 	MinDeliveryRate float64 `json:"min_delivery_rate"`
+	DeliveryFromS   int     `json:"delivery_from_s"`
+	DeliveryToS     int     `json:"delivery_to_s"`
 	// DeliveryPerSecond is events received per second from the load's start.
 	DeliveryPerSecond []uint64 `json:"delivery_per_second"`
 	// HealthMaxMS is the slowest answer to GET /healthz, /readyz or /metrics during the

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/loadtest/bench"
+	"github.com/sluice-broker/sluice/loadtest/load"
 )
 
 func step(rate float64, pass bool) stepResult {
@@ -586,5 +589,30 @@ func TestMergeSteps(t *testing.T) {
 	}
 	if got := len(floorOrder); got != 4 || floorOrder[0] != floorOrder[3] || floorOrder[1] != floorOrder[2] || floorOrder[0] == floorOrder[1] {
 		t.Errorf("floorOrder = %v; want ABBA", floorOrder)
+	}
+}
+
+func TestLoadSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		attack, wait time.Duration
+		planned      time.Duration
+		want         int
+	}{
+		{"on schedule", 20 * time.Second, 3 * time.Millisecond, 20 * time.Second, 20},
+		{"a hair short of planned", 19990 * time.Millisecond, 0, 20 * time.Second, 20},
+		{"pushed back: three times planned", 61 * time.Second, 400 * time.Millisecond, 20 * time.Second, 61},
+		{"the last answers late", 20 * time.Second, 2500 * time.Millisecond, 20 * time.Second, 22},
+		{"partial last second left out", 47900 * time.Millisecond, 0, 12 * time.Second, 47},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &bench.Result{Load: &load.Result{Attack: tc.attack, Wait: tc.wait}}
+			if got := loadSeconds(res, tc.planned); got != tc.want {
+				t.Errorf("loadSeconds(attack %s, wait %s, planned %s) = %d, want %d", tc.attack, tc.wait, tc.planned, got, tc.want)
+			}
+		})
+	}
+	if got := loadSeconds(&bench.Result{}, 12*time.Second); got != 12 {
+		t.Errorf("loadSeconds without a load result = %d, want the planned 12", got)
 	}
 }
