@@ -177,11 +177,26 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	pctx, stopProbe := context.WithCancel(ctx)
 	probeDone := make(chan *probeResult, 1)
 	go func() { probeDone <- probe(pctx, t.URL, t.Data) }()
-	healthDone := make(chan health, 1)
-	go func() { healthDone <- healthProbe(pctx, t.Broker.base()) }()
+	hp, err := startHealthProbe(t.Broker.base())
+	if err != nil {
+		stopProbe()
+		<-probeDone
+		return nil, nil, err
+	}
+	type healthResult struct {
+		h   health
+		err error
+	}
+	healthDone := make(chan healthResult, 1)
+	go func() {
+		<-pctx.Done()
+		h, err := hp.stop()
+		healthDone <- healthResult{h, err}
+	}()
 	cpu0, err := t.Broker.CPU()
 	if err != nil {
 		stopProbe()
+		<-healthDone
 		return nil, nil, err
 	}
 	// The probe stops with the load: runStep's settling happens after the load ends,
@@ -196,10 +211,14 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	st, res, err := runStep(ctx, t, stepSpec{Rate: o.Rate, Duration: d, Settle: settle, Connections: conns})
 	stopProbe()
 	pr := <-probeDone
-	h := <-healthDone
+	hr := <-healthDone
+	if err == nil {
+		err = hr.err
+	}
 	if err != nil {
 		return nil, nil, err
 	}
+	h := hr.h
 	o.HealthMaxMS, o.HealthFailures = float64(h.slowest)/float64(time.Millisecond), h.failures
 	o.HealthSlowestPath, o.HealthSlowestAtS = h.slowestPath, h.slowestAt.Seconds()
 	o.HealthAnswers, o.HealthOver100 = h.answers, h.over100
