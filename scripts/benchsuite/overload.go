@@ -177,30 +177,24 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	pctx, stopProbe := context.WithCancel(ctx)
 	probeDone := make(chan *probeResult, 1)
 	go func() { probeDone <- probe(pctx, t.URL, t.Data) }()
+	// The health probe, a process of its own (healthproc.go), asks until runStep
+	// returns: through the whole load, however long the broker's pushback makes it, and
+	// the drain after it.
 	hp, err := startHealthProbe(t.Broker.base())
 	if err != nil {
 		stopProbe()
 		<-probeDone
 		return nil, nil, err
 	}
-	type healthResult struct {
-		h   health
-		err error
-	}
-	healthDone := make(chan healthResult, 1)
-	go func() {
-		<-pctx.Done()
-		h, err := hp.stop()
-		healthDone <- healthResult{h, err}
-	}()
 	cpu0, err := t.Broker.CPU()
 	if err != nil {
 		stopProbe()
-		<-healthDone
+		<-probeDone
+		_, _ = hp.stop()
 		return nil, nil, err
 	}
-	// The probe stops with the load: runStep's settling happens after the load ends,
-	// but the probe must only see the overload, so stop it after d.
+	// The event probe stops after d: runStep's settling happens after the load ends,
+	// and its events must only meet the overload.
 	go func() {
 		select {
 		case <-time.After(d):
@@ -211,14 +205,13 @@ func runOverload(ctx context.Context, t target, sustainedRate, factor float64, c
 	st, res, err := runStep(ctx, t, stepSpec{Rate: o.Rate, Duration: d, Settle: settle, Connections: conns})
 	stopProbe()
 	pr := <-probeDone
-	hr := <-healthDone
+	h, herr := hp.stop()
 	if err == nil {
-		err = hr.err
+		err = herr
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	h := hr.h
 	o.HealthMaxMS, o.HealthFailures = float64(h.slowest)/float64(time.Millisecond), h.failures
 	o.HealthSlowestPath, o.HealthSlowestAtS = h.slowestPath, h.slowestAt.Seconds()
 	o.HealthAnswers, o.HealthOver100 = h.answers, h.over100

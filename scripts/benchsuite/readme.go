@@ -115,7 +115,7 @@ durable channel's ramp stops early on the latency spikes of its first minutes an
 underestimates what it delivers later, and a 2× run of an underestimate overloads nothing.
 Once the capacity step's backlog has drained, the run sends the factor × that sustained rate for
 {{dur .Plan.Overload}}; a probe sends one event every 50 ms on its own connection, and another, a process of its own, GETs
-/healthz, /readyz and /metrics every 200 ms. Delivery rate is the mean per second received
+/healthz, /readyz and /metrics every 200 ms until the run's accepted events have arrived. Delivery rate is the mean per second received
 over the whole load without its first 5 s, however much longer than {{dur .Plan.Overload}} the broker's pushback made it
 (the generator sends every event of the schedule); the lowest second is shown too; delivered per
 second across the whole run is in each run's delivery-throughput plot.

@@ -109,8 +109,9 @@ type overloadResult struct {
 	DeliveryToS     int     `json:"delivery_to_s"`
 	// DeliveryPerSecond is events received per second from the load's start.
 	DeliveryPerSecond []uint64 `json:"delivery_per_second"`
-	// HealthMaxMS is the slowest answer to GET /healthz, /readyz or /metrics during the
-	// overload (one of each every 200 ms); HealthFailures counts non-200 answers.
+	// HealthMaxMS is the slowest answer to GET /healthz, /readyz or /metrics from the
+	// overload's start until its accepted events have arrived (one of each every 200 ms);
+	// HealthFailures counts non-200 answers.
 	HealthMaxMS    float64 `json:"health_max_ms"`
 	HealthFailures int     `json:"health_failures"`
 	// HealthSlowestPath is the path of the slowest answer, HealthSlowestAtS when it was
