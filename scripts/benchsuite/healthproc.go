@@ -48,6 +48,19 @@ func (r healthReport) health() health {
 		answers: r.Answers, over100: r.Over100, failures: r.Failures}
 }
 
+// asHealthProbeChild runs this process as the health probe child and exits, when its
+// arguments say so; otherwise it returns. main and TestMain both start with it.
+func asHealthProbeChild() {
+	if len(os.Args) != 3 || os.Args[1] != healthProbeFlag {
+		return
+	}
+	if err := runHealthProbeChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchsuite: health probe:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // runHealthProbeChild is the child's whole life: probe base until stdin ends, then
 // write the report to stdout.
 func runHealthProbeChild(base string, stdin io.Reader, stdout io.Writer) error {

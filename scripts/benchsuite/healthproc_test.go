@@ -11,12 +11,7 @@ import (
 // TestMain lets the test binary be the health probe child, as the suite's own binary is
 // (startHealthProbe runs os.Executable()).
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == healthProbeFlag {
-		if err := runHealthProbeChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	asHealthProbeChild()
 	os.Exit(m.Run())
 }
 

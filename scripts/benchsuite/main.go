@@ -61,13 +61,7 @@ type suite struct {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == healthProbeFlag { // healthproc.go
-		if err := runHealthProbeChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "benchsuite: health probe:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	asHealthProbeChild() // healthproc.go
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "benchsuite:", err)
 		os.Exit(1)
