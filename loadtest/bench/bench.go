@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/sluice-broker/sluice/loadtest/load"
@@ -54,6 +55,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Settle = 10 * time.Second
 	}
 	ln, err := receive.Listen(o.ReceiverAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w: bench runs its own receiver at --receiver-addr %s; stop the receiver already there (such as a 'sluice receive'), or give bench another --receiver-addr that the broker's trigger delivers to", err, o.ReceiverAddr)
+	}
 	if err != nil {
 		return nil, err
 	}
