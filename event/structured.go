@@ -7,41 +7,72 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
 
 // ParseStructured parses one event in the JSON event format (application/cloudevents+json).
 func ParseStructured(b []byte) (*Event, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	e, err := parseObject(dec)
+	if err != nil {
+		return nil, err
 	}
-	return fromJSONObject(m)
+	if err := atEnd(dec, b); err != nil {
+		return nil, &ValidationError{Reason: "not a JSON object: " + err.Error()}
+	}
+	return e, nil
 }
 
 // ParseBatch parses a JSON array of events (application/cloudevents-batch+json).
 func ParseBatch(b []byte) ([]*Event, error) {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON array of events: " + jsonReason(err)}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + tokenReason(tok, err)}
 	}
-	evs := make([]*Event, 0, len(raw))
-	for i, r := range raw {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(r, &m); err != nil {
-			return nil, &ValidationError{Reason: fmt.Sprintf("batch[%d]: not a JSON object", i)}
-		}
-		e, err := fromJSONObject(m)
+	var evs []*Event
+	for i := 0; dec.More(); i++ {
+		e, err := parseObject(dec)
 		if err != nil {
 			return nil, fmt.Errorf("batch[%d]: %w", i, err)
 		}
 		evs = append(evs, e)
 	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + jsonReason(err)}
+	}
+	if err := atEnd(dec, b); err != nil {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + err.Error()}
+	}
 	return evs, nil
+}
+
+// atEnd checks that nothing but white space follows the value dec has read from b.
+func atEnd(dec *json.Decoder, b []byte) error {
+	off := dec.InputOffset()
+	if len(bytes.TrimLeft(b[off:], " \t\r\n")) > 0 {
+		return fmt.Errorf("data after the end of the value (offset %d)", off)
+	}
+	return nil
+}
+
+// tokenReason says why a JSON value did not start as expected: the syntax error, or the
+// token found.
+func tokenReason(tok json.Token, err error) string {
+	switch {
+	case err == io.EOF:
+		return "empty"
+	case err != nil:
+		return jsonReason(err)
+	case tok == nil:
+		return "null"
+	}
+	return fmt.Sprintf("found %T", tok)
 }
 
 func jsonReason(err error) string {
@@ -49,25 +80,68 @@ func jsonReason(err error) string {
 	if errors.As(err, &se) {
 		return fmt.Sprintf("%v (offset %d)", se, se.Offset)
 	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
+		return "unexpected end of JSON input"
+	}
 	return err.Error()
 }
 
 func isNull(r json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(r), []byte("null")) }
 
-func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
+// parseObject reads one event in the JSON format from dec, member by member in one pass:
+// work linear in the object's size, bounded at MaxAttributes attributes (members other
+// than data and data_base64; a null one, an absent attribute, counts too). Unlike
+// decoding into a map, it sees every member: a name given twice is refused, not
+// overwritten, and extensions keep their order. A string value that is not valid UTF-8,
+// raw or as a lone surrogate escape ("\ud800"), is refused rather than decoded to
+// U+FFFD, as binary mode refuses such a value.
+func parseObject(dec *json.Decoder) (*Event, error) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, &ValidationError{Reason: "not a JSON object: " + tokenReason(tok, err)}
+	}
 	e := &Event{}
-	var data, data64 json.RawMessage
-	for k, r := range m {
+	var data, data64 json.RawMessage // nil when absent or null
+	var seenData, seenData64 bool
+	var names []string // attribute members, null ones too, for the duplicate check
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+		}
+		k, _ := tok.(string) // the decoder only gives strings as member names
+		var r json.RawMessage
+		if err := dec.Decode(&r); err != nil {
+			return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+		}
+		switch k {
+		case "data", "data_base64":
+			seen, p := &seenData, &data
+			if k == "data_base64" {
+				seen, p = &seenData64, &data64
+			}
+			if *seen {
+				return nil, invalid(k, "set more than once")
+			}
+			*seen = true
+			if !isNull(r) {
+				*p = r
+			}
+			continue
+		}
+		if len(names) == MaxAttributes {
+			return nil, tooManyAttributes()
+		}
+		if !reservedName(k) && !ValidExtensionName(k) {
+			return nil, invalid(k, "extension names must be lower-case letters and digits only")
+		}
+		names = append(names, k)
+		if !validUTF8JSON(r) {
+			return nil, invalid(k, "not valid UTF-8")
+		}
 		if isNull(r) {
 			continue // a null attribute is an absent one
 		}
 		switch k {
-		case "data":
-			data = r
-			continue
-		case "data_base64":
-			data64 = r
-			continue
 		case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema, AttrSubject, AttrTime:
 			var s string
 			if err := json.Unmarshal(r, &s); err != nil {
@@ -84,6 +158,12 @@ func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
 			return nil, invalid(k, "%v", err)
 		}
 		e.Extensions = append(e.Extensions, Extension{Name: k, Value: v})
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+	}
+	if i := firstDuplicate(len(names), func(i int) string { return names[i] }); i >= 0 {
+		return nil, invalid(names[i], "set more than once")
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -104,16 +184,64 @@ func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
 	case data != nil:
 		if !isJSONContentType(e.DataContentType) && data[0] == '"' {
 			// Non-JSON data carried as a JSON string: the data is the string itself.
+			if !validUTF8JSON(data) {
+				return nil, invalid("data", "not valid UTF-8 (send such data as data_base64)")
+			}
 			var s string
 			if err := json.Unmarshal(data, &s); err != nil {
 				return nil, invalid("data", "%v", err)
 			}
 			e.Data = []byte(s)
 		} else {
-			e.Data = bytes.Clone(data)
+			e.Data = data
 		}
 	}
 	return e, nil
+}
+
+// validUTF8JSON reports whether the JSON value r (valid JSON) decodes to valid UTF-8: its
+// bytes are valid UTF-8 and every \u escape of a surrogate half (U+D800–U+DFFF) is a high
+// half followed by a low one. encoding/json decodes either fault to U+FFFD.
+func validUTF8JSON(r []byte) bool {
+	if !utf8.Valid(r) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(r[i:], '\\')
+		if j < 0 {
+			return true
+		}
+		i += j + 1 // at the escape's letter: valid JSON has one after every backslash
+		if r[i] != 'u' {
+			i++
+			continue
+		}
+		switch surrogate(r[i+1:]) {
+		case 'h': // must be followed by \u and a low half
+			if len(r) < i+11 || r[i+5] != '\\' || r[i+6] != 'u' || surrogate(r[i+7:]) != 'l' {
+				return false
+			}
+			i += 6
+		case 'l':
+			return false
+		}
+		i += 5
+	}
+}
+
+// surrogate classifies the four hex digits at the start of b (a \u escape's): 'h' for a
+// high surrogate half (D800–DBFF), 'l' for a low one (DC00–DFFF), 0 for anything else.
+func surrogate(b []byte) byte {
+	if len(b) < 4 || (b[0] != 'd' && b[0] != 'D') {
+		return 0
+	}
+	switch b[1] {
+	case '8', '9', 'a', 'A', 'b', 'B':
+		return 'h'
+	case 'c', 'C', 'd', 'D', 'e', 'E', 'f', 'F':
+		return 'l'
+	}
+	return 0
 }
 
 // extensionValue turns a JSON extension value into its canonical string form: strings as
