@@ -141,8 +141,7 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 		if isNull(r) {
 			continue // a null attribute is an absent one
 		}
-		switch k {
-		case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema, AttrSubject, AttrTime:
+		if isContextAttr(k) {
 			var s string
 			if err := json.Unmarshal(r, &s); err != nil {
 				return nil, invalid(k, "must be a JSON string")

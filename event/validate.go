@@ -45,12 +45,7 @@ func ValidExtensionName(name string) bool {
 // reservedName reports names that cannot be extensions: the spec's attributes and the
 // structured-mode members for data.
 func reservedName(name string) bool {
-	switch name {
-	case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema,
-		AttrSubject, AttrTime, "data", "data_base64":
-		return true
-	}
-	return false
+	return isContextAttr(name) || name == "data" || name == "data_base64"
 }
 
 // MaxAttributes bounds the attributes of one event: its context attributes and
