@@ -95,21 +95,6 @@ func TestAttributeLimit(t *testing.T) {
 	}
 }
 
-// TestValidateAttributeLimit: Validate holds events built in code to the same limit.
-func TestValidateAttributeLimit(t *testing.T) {
-	e := &Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t"}
-	for i := range MaxAttributes - 4 {
-		e.Extensions = append(e.Extensions, Extension{Name: "x" + strconv.Itoa(i), Value: "v"})
-	}
-	if err := e.Validate(); err != nil {
-		t.Fatalf("%d attributes refused: %v", MaxAttributes, err)
-	}
-	e.Subject = "one more"
-	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "more than 400 attributes") {
-		t.Fatalf("%d attributes: err = %v, want the limit", MaxAttributes+1, err)
-	}
-}
-
 // TestBadAttributeBothModes sends the same bad attribute in binary and structured mode
 // and expects the same refusal: 400, naming the attribute, for the same reason. Invalid
 // UTF-8 travels percent-encoded in a header and raw (or as a lone surrogate escape) in
