@@ -142,8 +142,8 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 			continue // a null attribute is an absent one
 		}
 		if isContextAttr(k) {
-			var s string
-			if err := json.Unmarshal(r, &s); err != nil {
+			s, err := jsonString(r)
+			if err != nil {
 				return nil, invalid(k, "must be a JSON string")
 			}
 			if s == "" {
@@ -171,8 +171,8 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 	case data != nil && data64 != nil:
 		return nil, invalid("data", "both data and data_base64 are set")
 	case data64 != nil:
-		var s string
-		if err := json.Unmarshal(data64, &s); err != nil {
+		s, err := jsonString(data64)
+		if err != nil {
 			return nil, invalid("data_base64", "must be a JSON string")
 		}
 		d, err := base64.StdEncoding.DecodeString(s)
@@ -186,8 +186,8 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 			if !validUTF8JSON(data) {
 				return nil, invalid("data", "not valid UTF-8 (send such data as data_base64)")
 			}
-			var s string
-			if err := json.Unmarshal(data, &s); err != nil {
+			s, err := jsonString(data)
+			if err != nil {
 				return nil, invalid("data", "%v", err)
 			}
 			e.Data = []byte(s)
@@ -243,22 +243,28 @@ func surrogate(b []byte) byte {
 	return 0
 }
 
-// extensionValue turns a JSON extension value into its canonical string form: strings as
-// they are, numbers (integers only, as the spec's Integer type) and booleans as text.
+// jsonString decodes r, one valid JSON value as the decoder read it, as a string. A
+// string without escapes is its bytes between the quotes: no decoder runs for it.
+func jsonString(r []byte) (string, error) {
+	if len(r) >= 2 && r[0] == '"' && bytes.IndexByte(r, '\\') < 0 {
+		return string(r[1 : len(r)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(r, &s)
+	return s, err
+}
+
+// extensionValue turns a JSON extension value (valid JSON, as the decoder read it) into
+// its canonical string form: strings as they are, numbers (integers only, as the spec's
+// Integer type) and booleans as text.
 func extensionValue(r json.RawMessage) (string, error) {
 	switch r[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(r, &s); err != nil {
-			return "", err
-		}
-		return s, nil
-	case 't', 'f':
-		var b bool
-		if err := json.Unmarshal(r, &b); err != nil {
-			return "", err
-		}
-		return strconv.FormatBool(b), nil
+		return jsonString(r)
+	case 't':
+		return "true", nil
+	case 'f':
+		return "false", nil
 	case '{', '[':
 		return "", errors.New("extension values must be strings, integers or booleans")
 	}
