@@ -337,3 +337,61 @@ func FuzzValidUTF8JSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONScanner holds jsonScanner to encoding/json: for any valid JSON object or
+// array, it splits out the same members (names and raw values) or elements, in order.
+func FuzzJSONScanner(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":1,"b":[1,{"c":"}"}],"a":null}`, ` [ "x\"]" , {} , -1.5e3 ,true ] `,
+		`{"\\":"\\\"","k\"ey":{"":[[]]}}`, "{\n\"a\"\t:\r\"b\"\n}", `[{"specversion":"1.0"},{"id":"2"}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		type member struct{ name, raw string }
+		var want, got []member
+		dec := json.NewDecoder(bytes.NewReader(b))
+		tok, _ := dec.Token()
+		if tok != json.Delim('{') && tok != json.Delim('[') {
+			return
+		}
+		for dec.More() {
+			var m member
+			if tok == json.Delim('{') {
+				k, _ := dec.Token()
+				m.name = k.(string)
+			}
+			var r json.RawMessage
+			if err := dec.Decode(&r); err != nil {
+				t.Fatal(err)
+			}
+			m.raw = string(r)
+			want = append(want, m)
+		}
+		s := &jsonScanner{b: b}
+		open := s.peek()
+		end := byte('}')
+		if open == '[' {
+			end = ']'
+		}
+		s.i++
+		for s.more(end) {
+			var m member
+			if open == '{' {
+				if err := json.Unmarshal(s.value(), &m.name); err != nil {
+					t.Fatal(err)
+				}
+				s.colon()
+			}
+			m.raw = string(s.value())
+			got = append(got, m)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("jsonScanner split %q into %q, encoding/json into %q", b, got, want)
+		}
+		if s.peek() != 0 {
+			t.Fatalf("jsonScanner stopped at %d of %q", s.i, b)
+		}
+	})
+}

@@ -174,11 +174,12 @@ func TestStructuredMembers(t *testing.T) {
 		{`{` + base + `,"data":null,"data":2}`, "data: set more than once"},
 		{`{` + base + `,"data_base64":"AA==","data_base64":"AQ=="}`, "data_base64: set more than once"},
 		{`{` + base + `,"\u0069d":"2"}`, "id: set more than once"},
-		{`{` + base + `} {}`, "data after the end"},
+		{`{` + base + `} {}`, "after top-level value"},
 		{`{` + base + `,"ext":"\ud83d\ude00"}`, ""},
 		{`{` + base + `,"ext":"\\ud800"}`, ""},
-		{`null`, "not a JSON object: null"},
-		{``, "not a JSON object: empty"},
+		{`null`, "not a JSON object: found null"},
+		{`[]`, "not a JSON object: found an array"},
+		{``, "not a JSON object: unexpected end of JSON input"},
 	}
 	for _, tt := range tests {
 		_, err := ParseStructured([]byte(tt.body))
@@ -199,7 +200,14 @@ func TestStructuredMembers(t *testing.T) {
 	if fmt.Sprint(e.Extensions) != "[{b 1} {a 2} {c 3}]" {
 		t.Errorf("extensions %v, want b, a, c in the order received", e.Extensions)
 	}
-	if _, err := ParseBatch([]byte(`[{` + base + `}] x`)); err == nil || !strings.Contains(err.Error(), "data after the end") {
+	spaced := " {\n \"specversion\" : \"1.0\" ,\t\"id\":\"1\\\"}\\\\\", \"source\":\"/s\",\"type\":\"t\",\"n\" : -1 , \"data\" : { \"a\" : [ 1 , \"x\\\"}]\" , {} ] } \r\n} "
+	if e, err := ParseStructured([]byte(spaced)); err != nil || e.ID != `1"}\` || string(e.Data) != `{ "a" : [ 1 , "x\"}]" , {} ] }` {
+		t.Errorf("%s: %+v, %v", spaced, e, err)
+	}
+	if _, err := ParseBatch([]byte(`[{` + base + `},1]`)); err == nil || !strings.Contains(err.Error(), "batch[1]: not a JSON object: found a number") {
+		t.Errorf("batch with a number: err = %v", err)
+	}
+	if _, err := ParseBatch([]byte(`[{` + base + `}] x`)); err == nil || !strings.Contains(err.Error(), "after top-level value") {
 		t.Errorf("batch with trailing data: err = %v", err)
 	}
 	if _, err := ParseBatch([]byte(`[{` + base + `},{` + base + `,"x":"1","x":"2"}]`)); err == nil || !strings.Contains(err.Error(), "batch[1]: invalid event: x: set more than once") {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"strconv"
 	"strings"
@@ -18,101 +17,93 @@ import (
 
 // ParseStructured parses one event in the JSON event format (application/cloudevents+json).
 func ParseStructured(b []byte) (*Event, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	e, err := parseObject(dec)
-	if err != nil {
-		return nil, err
+	if !json.Valid(b) {
+		return nil, &ValidationError{Reason: "not a JSON object: " + syntaxReason(b)}
 	}
-	if err := atEnd(dec, b); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON object: " + err.Error()}
+	s := &jsonScanner{b: b}
+	if c := s.peek(); c != '{' {
+		return nil, &ValidationError{Reason: "not a JSON object: " + kindOf(c)}
 	}
-	return e, nil
+	return parseObject(s)
 }
 
 // ParseBatch parses a JSON array of events (application/cloudevents-batch+json).
 func ParseBatch(b []byte) ([]*Event, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return nil, &ValidationError{Reason: "not a JSON array of events: " + tokenReason(tok, err)}
+	if !json.Valid(b) {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + syntaxReason(b)}
 	}
+	s := &jsonScanner{b: b}
+	if c := s.peek(); c != '[' {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + kindOf(c)}
+	}
+	s.i++
 	var evs []*Event
-	for i := 0; dec.More(); i++ {
-		e, err := parseObject(dec)
+	for i := 0; s.more(']'); i++ {
+		if c := s.peek(); c != '{' {
+			return nil, &ValidationError{Reason: fmt.Sprintf("batch[%d]: not a JSON object: %s", i, kindOf(c))}
+		}
+		e, err := parseObject(s)
 		if err != nil {
 			return nil, fmt.Errorf("batch[%d]: %w", i, err)
 		}
 		evs = append(evs, e)
 	}
-	if _, err := dec.Token(); err != nil { // the closing ']'
-		return nil, &ValidationError{Reason: "not a JSON array of events: " + jsonReason(err)}
-	}
-	if err := atEnd(dec, b); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON array of events: " + err.Error()}
-	}
 	return evs, nil
 }
 
-// atEnd checks that nothing but white space follows the value dec has read from b.
-func atEnd(dec *json.Decoder, b []byte) error {
-	off := dec.InputOffset()
-	if len(bytes.TrimLeft(b[off:], " \t\r\n")) > 0 {
-		return fmt.Errorf("data after the end of the value (offset %d)", off)
-	}
-	return nil
-}
-
-// tokenReason says why a JSON value did not start as expected: the syntax error, or the
-// token found.
-func tokenReason(tok json.Token, err error) string {
-	switch {
-	case err == io.EOF:
-		return "empty"
-	case err != nil:
-		return jsonReason(err)
-	case tok == nil:
-		return "null"
-	}
-	return fmt.Sprintf("found %T", tok)
-}
-
-func jsonReason(err error) string {
+// syntaxReason says why b is not valid JSON, with encoding/json's words and offset.
+func syntaxReason(b []byte) string {
+	var v json.RawMessage
+	err := json.Unmarshal(b, &v)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("%v (offset %d)", se, se.Offset)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-		return "unexpected end of JSON input"
+	if err == nil { // json.Valid and json.Unmarshal disagree: not expected
+		return "invalid JSON"
 	}
 	return err.Error()
 }
 
-func isNull(r json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(r), []byte("null")) }
-
-// parseObject reads one event in the JSON format from dec, member by member in one pass:
-// work linear in the object's size, bounded at MaxAttributes attributes (members other
-// than data and data_base64; a null one, an absent attribute, counts too). Unlike
-// decoding into a map, it sees every member: a name given twice is refused, not
-// overwritten, and extensions keep their order. A string value that is not valid UTF-8,
-// raw or as a lone surrogate escape ("\ud800"), is refused rather than decoded to
-// U+FFFD, as binary mode refuses such a value.
-func parseObject(dec *json.Decoder) (*Event, error) {
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, &ValidationError{Reason: "not a JSON object: " + tokenReason(tok, err)}
+// kindOf names the JSON value that starts with c, for a refusal.
+func kindOf(c byte) string {
+	switch c {
+	case '{':
+		return "found an object"
+	case '[':
+		return "found an array"
+	case '"':
+		return "found a string"
+	case 't', 'f':
+		return "found a boolean"
+	case 'n':
+		return "found null"
 	}
+	return "found a number"
+}
+
+func isNull(r []byte) bool { return string(r) == "null" }
+
+// parseObject reads the event in the JSON format at s (at its '{') member by member, in
+// one pass: work linear in the object's size, bounded at MaxAttributes attributes
+// (members other than data and data_base64; a null one, an absent attribute, counts
+// too). Unlike decoding into a map, it sees every member: a name given twice is
+// refused, not overwritten, and extensions keep their order. A string value that is not
+// valid UTF-8, raw or as a lone surrogate escape ("\ud800"), is refused rather than
+// decoded to U+FFFD, as binary mode refuses such a value.
+func parseObject(s *jsonScanner) (*Event, error) {
+	s.i++ // the '{'
 	e := &Event{}
-	var data, data64 json.RawMessage // nil when absent or null
+	var data, data64 []byte // nil when absent or null
 	var seenData, seenData64 bool
 	var names []string // attribute members, null ones too, for the duplicate check
-	for dec.More() {
-		tok, err := dec.Token()
+	for s.more('}') {
+		k, err := jsonString(s.value())
 		if err != nil {
-			return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+			return nil, &ValidationError{Reason: "not a JSON object: " + err.Error()}
 		}
-		k, _ := tok.(string) // the decoder only gives strings as member names
-		var r json.RawMessage
-		if err := dec.Decode(&r); err != nil {
-			return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
-		}
+		s.colon()
+		r := s.value()
 		switch k {
 		case "data", "data_base64":
 			seen, p := &seenData, &data
@@ -158,9 +149,6 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 		}
 		e.Extensions = append(e.Extensions, Extension{Name: k, Value: v})
 	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
-	}
 	if i := firstDuplicate(len(names), func(i int) string { return names[i] }); i >= 0 {
 		return nil, invalid(names[i], "set more than once")
 	}
@@ -192,7 +180,7 @@ func parseObject(dec *json.Decoder) (*Event, error) {
 			}
 			e.Data = []byte(s)
 		} else {
-			e.Data = data
+			e.Data = bytes.Clone(data) // not the whole body's array, for a batch's events
 		}
 	}
 	return e, nil
@@ -243,7 +231,7 @@ func surrogate(b []byte) byte {
 	return 0
 }
 
-// jsonString decodes r, one valid JSON value as the decoder read it, as a string. A
+// jsonString decodes r, one valid JSON value, as a string. A
 // string without escapes is its bytes between the quotes: no decoder runs for it.
 func jsonString(r []byte) (string, error) {
 	if len(r) >= 2 && r[0] == '"' && bytes.IndexByte(r, '\\') < 0 {
@@ -254,10 +242,10 @@ func jsonString(r []byte) (string, error) {
 	return s, err
 }
 
-// extensionValue turns a JSON extension value (valid JSON, as the decoder read it) into
+// extensionValue turns a JSON extension value (valid JSON) into
 // its canonical string form: strings as they are, numbers (integers only, as the spec's
 // Integer type) and booleans as text.
-func extensionValue(r json.RawMessage) (string, error) {
+func extensionValue(r []byte) (string, error) {
 	switch r[0] {
 	case '"':
 		return jsonString(r)
