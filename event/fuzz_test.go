@@ -163,7 +163,14 @@ func checkAccepted(t *testing.T, e *Event) {
 	if err != nil {
 		t.Fatalf("re-parsing the JSON format: %v (%s)", err, AppendJSON(nil, e))
 	}
-	assertSameEvent(t, e, fromJSON)
+	if isJSONContentType(e.DataContentType) && validJSON(e.Data) {
+		// Embedded as the "data" member, JSON data loses the white space around it.
+		want := *e
+		want.Data = bytes.Trim(e.Data, " \t\r\n")
+		assertSameEvent(t, &want, fromJSON)
+	} else {
+		assertSameEvent(t, e, fromJSON)
+	}
 	if !slices.Equal(e.Extensions, fromJSON.Extensions) {
 		t.Fatalf("extensions reordered through JSON: %v, then %v", e.Extensions, fromJSON.Extensions)
 	}
