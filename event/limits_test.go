@@ -177,6 +177,7 @@ func TestStructuredMembers(t *testing.T) {
 		{`{` + base + `} {}`, "after top-level value"},
 		{`{` + base + `,"ext":"\ud83d\ude00"}`, ""},
 		{`{` + base + `,"ext":"\\ud800"}`, ""},
+		{`{` + base + `,"a` + "\xff" + `":"x"}`, `invalid event: "a\xff": extension names`},
 		{`null`, "not a JSON object: found null"},
 		{`[]`, "not a JSON object: found an array"},
 		{``, "not a JSON object: unexpected end of JSON input"},

@@ -123,6 +123,9 @@ func parseObject(s *jsonScanner) (*Event, error) {
 			return nil, tooManyAttributes()
 		}
 		if !reservedName(k) && !ValidExtensionName(k) {
+			if !utf8.ValidString(k) {
+				k = strconv.Quote(k) // the refusal stays valid UTF-8
+			}
 			return nil, invalid(k, "extension names must be lower-case letters and digits only")
 		}
 		names = append(names, k)
@@ -133,14 +136,14 @@ func parseObject(s *jsonScanner) (*Event, error) {
 			continue // a null attribute is an absent one
 		}
 		if isContextAttr(k) {
-			s, err := jsonString(r)
+			v, err := jsonString(r)
 			if err != nil {
 				return nil, invalid(k, "must be a JSON string")
 			}
-			if s == "" {
+			if v == "" {
 				return nil, invalid(k, "empty")
 			}
-			e.Set(k, s)
+			e.Set(k, v)
 			continue
 		}
 		v, err := extensionValue(r)
