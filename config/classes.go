@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Broker classes Sluice runs, and Knative's stock ConfigMaps.
@@ -74,7 +72,7 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults
 	var d brokerDefaults
-	if err := yaml.UnmarshalStrict([]byte(data["default-br-config"]), &d); err != nil {
+	if err := unmarshalEmbedded(data["default-br-config"], &d); err != nil {
 		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: %v", where, err)
 	}
 	bd := d.ClusterDefault
@@ -179,7 +177,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 			break
 		}
 		var t channelTemplate
-		if err := yaml.UnmarshalStrict([]byte(spec), &t); err != nil {
+		if err := unmarshalEmbedded(spec, &t); err != nil {
 			errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: %v", cmName, key, err))
 			break
 		}
@@ -248,7 +246,7 @@ func (c *classes) channelDefault(ns string) (*tmpl, error) {
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmChannelDefaults
 	var d channelDefaults
-	if err := yaml.UnmarshalStrict([]byte(data["default-ch-config"]), &d); err != nil {
+	if err := unmarshalEmbedded(data["default-ch-config"], &d); err != nil {
 		return nil, fmt.Errorf("%s: data.default-ch-config: %v", where, err)
 	}
 	cd := d.ClusterDefault

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,22 +33,34 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var cfg *Config
+		var err error
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			cfg = load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+			cfg, err = load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
 		}()
 		select {
 		case <-done:
 		case <-time.After(hangAfter):
 			t.Fatalf("reading %d bytes did not finish in %s", len(b), hangAfter)
 		}
+		if err != nil {
+			// Only a document that expands past the bound is refused as a whole, naming
+			// the file and the bound.
+			if !strings.Contains(err.Error(), "fuzz.yaml") || !strings.Contains(err.Error(), "MaxExpandedBytes") {
+				t.Fatalf("load: %v", err)
+			}
+			return
+		}
 		for _, o := range cfg.Objects {
 			if !o.Ready && o.Reason == "" {
 				t.Fatalf("object %+v is not ready and says nothing about why", o)
 			}
 		}
-		again := load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+		again, err := load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+		if err != nil {
+			t.Fatalf("a second load of the same bytes fails: %v", err)
+		}
 		if errString(cfg.Err()) != errString(again.Err()) {
 			t.Fatalf("two reads of the same bytes differ:\n%v\n%v", cfg.Err(), again.Err())
 		}

@@ -80,7 +80,11 @@ func Watch(ctx context.Context, path string, interval time.Duration, apply func(
 		}
 		s := *st
 		s.previous = prev
-		cfg := load(files, refs, &s)
+		cfg, err := load(files, refs, &s)
+		if err != nil {
+			onError(err)
+			return
+		}
 		prev = cfg
 		apply(cfg)
 	}
