@@ -387,12 +387,17 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 	}
 	live := make([]*parsed, 0, len(l.objects))
 	// A document that could not be parsed at all names no object: every object its file
-	// held last time that is missing now keeps its last good version.
+	// held last time that is missing now keeps its last good version. So does every
+	// object of a file that is empty now: an editor that writes a file in place empties
+	// it first, and a file being written is not an intent to remove its objects.
 	broken := map[string]string{} // file → why
 	for _, p := range l.objects {
 		if p.failed() && p.status.Name == "" {
-			broken[p.status.File] = fmt.Sprintf("document %d: %s", p.status.Document, strings.Join(p.reasons, "; "))
+			broken[p.status.File] = fmt.Sprintf("its file is invalid (document %d: %s); the last good version runs", p.status.Document, strings.Join(p.reasons, "; "))
 		}
+	}
+	for _, f := range l.empty {
+		broken[f] = "its file is empty, taken for a write in progress; the last good version runs until the file holds objects again (to remove them, delete the file or leave only a comment in it)"
 	}
 	if len(broken) > 0 {
 		for _, key := range sortedKeys(prev) {
@@ -403,7 +408,7 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 			}
 			q := *g
 			q.status.Refs = nil
-			q.status.Reason = "its file is invalid (" + why + "); the last good version runs"
+			q.status.Reason = why
 			q.reasons, q.previous = nil, true
 			l.objects = append(l.objects, &q)
 		}
