@@ -23,6 +23,13 @@ type node struct {
 // subscriptions to channels, refs to addresses), lowers Sequences and Parallels into
 // channels and subscriptions, and writes every object's status into cfg.
 func (l *loader) resolve(cfg *Config) {
+	cfg.InvalidEventPolicies = l.invalidPolicies() // before last good versions stand in
+	invalidPolicy := map[string]bool{}
+	for _, p := range l.objects {
+		if p.failed() && strings.EqualFold(p.status.Kind, kindEventPolicy) {
+			invalidPolicy[policyAt(p.status)] = true
+		}
+	}
 	live := l.substitutePrevious(cfg)
 	c := &classes{cms: map[string]map[string]string{}}
 	for _, p := range live {
@@ -372,6 +379,9 @@ func (l *loader) resolve(cfg *Config) {
 		}
 		if !st.Ready {
 			st.Address, st.Channel = "", ""
+			if invalidPolicy[policyAt(st)] {
+				st.Reason += "; while it is invalid, this version lets no one in to what it names (every broker and channel of its namespace when spec.to is at fault)"
+			}
 		}
 		cfg.Objects = append(cfg.Objects, st)
 	}
@@ -437,6 +447,11 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 		live = append(live, p)
 	}
 	return live
+}
+
+// policyAt names an object by where it was read, for the notes on invalid EventPolicies.
+func policyAt(st ObjectStatus) string {
+	return st.File + "\x00" + itoa(st.Document) + "\x00" + st.Name
 }
 
 // childName names a channel or subscription of a Sequence or Parallel the way Knative
