@@ -40,18 +40,22 @@ func readBounded(name string, limit int64, what string) ([]byte, error) {
 	tooBig := func() error {
 		return fmt.Errorf("%s: %s larger than %s (config.MaxConfigBytes)", name, what, mib(MaxConfigBytes))
 	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
-		return nil, tooBig() // refused before anything is read
+	var size int64
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if size = fi.Size(); size > limit {
+			return nil, tooBig() // refused before anything is read
+		}
 	}
-	// The file may grow between Stat and the read: read one byte more than allowed.
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// The file may grow between Stat and the read: read one byte more than allowed, into
+	// a buffer of the size Stat gave (with room for bytes.Buffer's minimum read).
+	b := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	if _, err := b.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > limit {
+	if int64(b.Len()) > limit {
 		return nil, tooBig()
 	}
-	return b, nil
+	return b.Bytes(), nil
 }
 
 // expandedSize returns the size of the YAML document doc once its aliases are expanded,

@@ -193,8 +193,19 @@ func TestWatchKeepsObjectsOfAnEmptyFile(t *testing.T) {
 		{"broken", "apiVersion: eventing.knative.dev/v1\nkind: [Broker\n", "its file is invalid (document 1: invalid YAML", []string{"a", "c"}},
 		{"only a comment: its objects are removed", "# nothing here\n", "", nil},
 	} {
-		if err := os.WriteFile(p, []byte(tt.content), 0o644); err != nil {
-			t.Fatal(err)
+		// Emptied in place, as an editor that saves in place does first; the other
+		// contents are renamed over the file, so that no state between is seen.
+		if tt.content == "" {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := os.WriteFile(p+".tmp", []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p+".tmp", p); err != nil {
+				t.Fatal(err)
+			}
 		}
 		t.Log(tt.name)
 		expect(tt.reason, tt.brokers...)
