@@ -130,3 +130,28 @@ func TestEmbeddedYAMLBound(t *testing.T) {
 		t.Errorf("reading it allocated %d MiB, want under 64 MiB", alloc>>20)
 	}
 }
+
+// TestConfigMapDecodedOnce: a ConfigMap value read as YAML is decoded once, however many
+// brokers use it, so a large value times many brokers costs one decode, not one each.
+func TestConfigMapDecodedOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: config-br-defaults, namespace: knative-eventing}\ndata:\n  default-br-config: |\n")
+	b.WriteString("    clusterDefault: {brokerClass: MTChannelBasedBroker, apiVersion: v1, kind: ConfigMap, name: chan, namespace: knative-eventing}\n")
+	b.WriteString("    namespaceDefaults:\n")
+	for i := range 5_000 { // about 500 KB of namespaces
+		b.WriteString("      ns" + itoa(i) + ": {brokerClass: MTChannelBasedBroker, name: chan, namespace: knative-eventing}\n")
+	}
+	b.WriteString("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: chan, namespace: knative-eventing}\ndata:\n  channel-template-spec: |\n    apiVersion: messaging.knative.dev/v1\n    kind: InMemoryChannel\n")
+	const brokers = 500
+	for i := range brokers {
+		b.WriteString("---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b" + itoa(i) + "}\n")
+	}
+	var cfg *Config
+	alloc := allocated(func() { cfg = loadString(t, b.String()) })
+	if err := cfg.Err(); err != nil || len(cfg.Brokers) != brokers || cfg.Brokers[0].Channel != ChannelMemory {
+		t.Fatalf("%v; %d brokers", err, len(cfg.Brokers))
+	}
+	if alloc > 256<<20 {
+		t.Errorf("reading %d brokers that share a 500 KB ConfigMap value allocated %d MiB, want under 256 MiB", brokers, alloc>>20)
+	}
+}
