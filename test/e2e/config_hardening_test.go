@@ -115,3 +115,51 @@ type httpsClientT struct {
 	cn string
 	c  *http.Client
 }
+
+// TestEmptiedConfigKeepsBrokers: an editor that saves in place empties the file first.
+// While the file is empty sluice serve keeps its brokers (events are accepted, not 404)
+// and logs why; once the file holds objects again, they apply.
+func TestEmptiedConfigKeepsBrokers(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	broker := func(name string) []byte {
+		return []byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: " + name + ", namespace: shop}\n")
+	}
+	writeAtomic(t, cfg, broker("orders"))
+	b := startBroker(t, "--config", cfg, "--reload-interval", "20ms")
+	// poll posts until the broker at path answers want, bounded.
+	poll := func(path string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for i := 0; ; i++ {
+			st, body := postBinary(t, b.base+path, ceHeaders(fmt.Sprint(path, i), "x"), []byte("{}"))
+			if st == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("POST %s: %d %q, want %d", path, st, body, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	poll("/shop/orders", 202)
+
+	if err := os.Truncate(cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(b.logs.String(), "its file is empty, taken for a write in progress") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the empty file is not logged:\n%s", b.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 20 { // the empty file has been read: the broker is still there
+		if st, body := postBinary(t, b.base+"/shop/orders", ceHeaders(fmt.Sprint("empty", i), "x"), []byte("{}")); st != 202 {
+			t.Fatalf("POST while the file is empty: %d %q, want 202", st, body)
+		}
+	}
+
+	writeAtomic(t, cfg, broker("payments"))
+	poll("/shop/payments", 202)
+	poll("/shop/orders", 404)
+}
