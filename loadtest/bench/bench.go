@@ -44,6 +44,9 @@ type Result struct {
 	LostBySecond []uint64      `json:"lost_by_second"`
 	SettleTime   time.Duration `json:"settle_ns"` // time from the end of the load until all arrived (or Settle)
 	Settled      bool          `json:"settled"`   // every accepted event arrived
+	// FindMax is the search of a --find-max run, whose result this is of its highest
+	// passing step (or its last step, if none passed); nil otherwise.
+	FindMax *MaxSearch `json:"find_max,omitempty"`
 }
 
 // Run executes a bench run.
