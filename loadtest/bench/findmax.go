@@ -54,8 +54,8 @@ type MaxSearch struct {
 	// Ceiling is the lowest rate that failed; 0 if none did.
 	Ceiling float64 `json:"ceiling,omitempty"`
 	// Converged says Max and Ceiling are within Precision of each other.
-	Converged bool          `json:"converged"`
-	Stopped   string        `json:"stopped"` // why the search ended
+	Converged bool         `json:"converged"`
+	Stopped   string       `json:"stopped"` // why the search ended
 	Steps     []SearchStep `json:"steps"`
 }
 
