@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/loadtest/cevent"
+	"github.com/sluice-broker/sluice/loadtest/load"
 	"github.com/sluice-broker/sluice/loadtest/pacer"
 	"github.com/sluice-broker/sluice/loadtest/slo"
 )
@@ -36,8 +37,13 @@ type SearchStep struct {
 	Pass   bool    `json:"pass"`
 	// Failed lists the objectives the step missed, as "clause: actual FAIL".
 	Failed []string `json:"failed,omitempty"`
-	// Saturated says the generator could not keep the rate: the step decides nothing.
-	Saturated bool `json:"generator_saturated,omitempty"`
+	// Achieved is the rate the generator dispatched, requests/s.
+	Achieved float64 `json:"achieved_rate"`
+	// Undecided says the objectives held but the generator fell short of the rate
+	// (below load.KeptRate of it): the step says nothing about the rate asked for. A
+	// step that fails is decided however short the generator fell, since the target
+	// failed at a lower rate already.
+	Undecided bool `json:"undecided,omitempty"`
 }
 
 // MaxSearch is the outcome of a search, saved in results.json as "find_max".
@@ -112,8 +118,8 @@ loop:
 			s.OnStep(st)
 		}
 		switch {
-		case st.Saturated:
-			fm.Stopped = fmt.Sprintf("the generator could not keep %g requests/s (saturated): the target's max is at least the highest passing rate", rate)
+		case st.Undecided:
+			fm.Stopped = fmt.Sprintf("the generator could not send %g requests/s (it sent %.0f/s, which the target held): the target's max is at least that; give the generator more CPU or --connections", rate, st.Achieved)
 			break loop
 		case st.Pass:
 			lo = rate
@@ -178,9 +184,12 @@ func FindMax(ctx context.Context, o Options, s Search) (*Result, error) {
 		if res.Load.Cancelled {
 			return SearchStep{}, fmt.Errorf("step %d (%g requests/s): %w", n, rate, context.Cause(ctx))
 		}
-		st := SearchStep{Step: n, Rate: rate, Events: rate * epr, Saturated: res.Load.Saturated}
+		st := SearchStep{Step: n, Rate: rate, Events: rate * epr, Achieved: res.Load.Rate}
 		verdicts, pass := slo.Check(s.Objectives, res.Metrics())
-		st.Pass = pass && !st.Saturated
+		st.Pass = pass
+		if pass && res.Load.Rate < load.KeptRate*rate {
+			st.Pass, st.Undecided = false, true
+		}
 		for _, v := range verdicts {
 			if !v.Pass {
 				st.Failed = append(st.Failed, v.String())

@@ -12,13 +12,14 @@ import (
 )
 
 // kneeTarget is a fake target: a rate passes when it is at most knee, and the generator
-// saturates above saturate (0: never).
+// falls short of any rate above saturate (0: never), sending saturate requests/s.
 func kneeTarget(knee, saturate float64, tried *[]float64) trial {
 	return func(_ context.Context, n int, rate float64) (SearchStep, error) {
 		*tried = append(*tried, rate)
-		st := SearchStep{Step: n, Rate: rate, Events: rate, Pass: rate <= knee}
+		st := SearchStep{Step: n, Rate: rate, Events: rate, Achieved: rate, Pass: rate <= knee}
 		if saturate > 0 && rate > saturate {
-			st.Pass, st.Saturated = false, true
+			st.Achieved = saturate
+			st.Pass, st.Undecided = false, saturate <= knee
 		}
 		if !st.Pass {
 			st.Failed = []string{"success>=99: 50.000% FAIL"}
@@ -51,7 +52,8 @@ func TestSearchFindsTheKneeWithinPrecisionAndBudget(t *testing.T) {
 		{name: "nothing fails: budget", knee: math.Inf(1), start: 100, prec: 0.05, budget: 5, wantMax: 1600, wantCeil: 0, wantStoppedContains: "--max-steps 5"},
 		{name: "budget spent while bisecting", knee: 2000, start: 500, prec: 0.001, budget: 6, wantMax: -1, wantCeil: -1, wantStoppedContains: "--max-steps 6"},
 		{name: "budget of one", knee: 2000, start: 500, prec: 0.05, budget: 1, wantMax: 500, wantCeil: 0, wantStoppedContains: "--max-steps 1"},
-		{name: "generator saturates", knee: 1e6, start: 1000, prec: 0.05, budget: 20, saturate: 5000, wantMax: 4000, wantCeil: 0, wantStoppedContains: "saturated"},
+		{name: "generator falls short of a rate the target holds", knee: 1e6, start: 1000, prec: 0.05, budget: 20, saturate: 5000, wantMax: 4000, wantCeil: 0, wantStoppedContains: "could not send 8000"},
+		{name: "generator falls short of a rate the target fails", knee: 3000, start: 1000, prec: 0.05, budget: 20, saturate: 3500, wantConverged: true, wantMax: -1, wantCeil: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tried []float64
