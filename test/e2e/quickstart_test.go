@@ -208,7 +208,7 @@ func TestQuickStart(t *testing.T) {
 
 	// Ports: the README's, unless taken here.
 	rewrite := func(s string) string { return s }
-	extraMake, extraBench := "", ""
+	extraMake, extraBench, extraStatus := "", "", ""
 	for _, port := range []string{"8080", "9000"} {
 		if portFree(port) {
 			continue
@@ -220,6 +220,7 @@ func TestQuickStart(t *testing.T) {
 		switch port {
 		case "8080":
 			extraMake += " ADDR=:" + free
+			extraStatus = " --addr 127.0.0.1:" + free // status asks 127.0.0.1:8080 by default
 		case "9000": // the demo's triggers deliver there, and bench's receiver listens there
 			demo, err := os.ReadFile(filepath.Join(root, "examples/demo.yaml"))
 			if err != nil {
@@ -283,6 +284,9 @@ func TestQuickStart(t *testing.T) {
 			t.Logf("step %d: %s", st.N, script)
 			switch {
 			case strings.HasPrefix(script, "make run"): // terminal 1: the broker
+				if extraMake != "" {
+					t.Logf("step %d: runs as %s", st.N, script+extraMake)
+				}
 				p := start(st.N, script+extraMake)
 				waitFor := []string{}
 				for _, e := range c.Expect {
@@ -350,6 +354,9 @@ func TestQuickStart(t *testing.T) {
 		}
 		for _, c := range st.Inline {
 			script := rewrite(c)
+			if strings.HasPrefix(script, "bin/sluice status") && extraStatus != "" {
+				script += extraStatus
+			}
 			t.Logf("step %d: %s", st.N, script)
 			out := run(st.N, script)
 			switch {
