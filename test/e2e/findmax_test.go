@@ -24,10 +24,11 @@ import (
 //
 // Each step lasts 10 s because the limiter is a token bucket holding one second of its
 // rate: a step of D seconds starting with a full bucket is answered 2xx at up to
-// (1 + 1/D) times the limit, so shorter steps would find a higher "max" (3 s steps pass
-// 2,600/s). With 10 s steps and a start of 1,500/s the search tries 1,500, 3,000, 2,250,
-// 1,875 and 2,063/s, each of which lands within 10% whether or not the bucket refilled
-// between steps.
+// (1 + 1/D) times the limit, so shorter steps would find a higher "max" (a 3 s step after
+// an idle second passes 2,600/s). With 10 s steps and a start of 1,500/s the search tries
+// 1,500 and 1,875/s, which pass, 3,000 and 2,250/s, which fail, whether or not the bucket
+// refilled between steps, and 2,063/s, which may go either way: the result is 1,875 or
+// 2,063, both within 10%. At most 7 steps (--max-steps) of 10 s bound the run.
 func TestFindMaxLandsOnTheBrokersRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a 50-70 s search")
