@@ -54,7 +54,7 @@ spec:
 	cmd := exec.CommandContext(ctx, sluiceBin, "bench", "--target", b.base+"/default/default",
 		"--receiver-addr", recvAddr, "--find-max", "--slo", "success>=99,loss=0",
 		"--duration", "10s", "--start-rate", "1500", "--precision", "10", "--max-steps", "7",
-		"--connections", "64", "--settle", "5s", "--quiet", "--out", out)
+		"--settle", "20s", "--quiet", "--out", out)
 	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
