@@ -2,7 +2,8 @@
 // trigger points at the receiver, or the receiver itself for a direct baseline), waits
 // for deliveries to settle, and joins what was sent with what arrived: publish and
 // end-to-end latency, send and delivery throughput, failures, and lost events —
-// acknowledged with 2xx by the target but never delivered.
+// acknowledged with 2xx by the target but never delivered. FindMax repeats such runs at
+// rates it chooses (ramp, then bisect) to find the highest that holds a set of objectives.
 package bench
 
 import (
