@@ -110,10 +110,11 @@ chromium:
 	if [ "$${CI:-}" = true ]; then echo "make test: chromium could not be installed, and CI needs it" >&2; exit 1; fi; \
 	echo "make test: chromium could not be installed; the browser test will skip" >&2
 
-# screenshots reruns the browser test and keeps its screenshots of GET /ui under load and
+# screenshots reruns the browser tests and keeps their screenshots of GET /ui under load and
 # of a bench report in docs/images/ (the README shows them).
 screenshots: chromium
 	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestDashboardInChromium -v ./ui
+	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestReportInChromium -v ./loadtest/report
 # secure-bench measures the ingress throughput with TLS, a bearer token and an
 # EventPolicy as a ratio of plain HTTP, alternating the two (~1 minute; docs/security.md).
 secure-bench: build

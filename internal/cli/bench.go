@@ -62,7 +62,8 @@ verdict, the objectives that failed) and "max sustainable: N events/s"; the repo
 directory holds the run of the highest passing step, and results.json the search
 (find_max). Exit code 0 when some rate held, 2 when none did.
 
---compare DIR1 DIR2 renders two earlier runs side by side into --out instead.`,
+--compare DIR1 DIR2 [DIR…] renders earlier runs side by side into --out instead: one
+column and one line per run, named by its --label or else its directory's name.`,
 		Example: `  # baseline: straight into the receiver, 500 events/s for 10 s
   sluice bench --direct --rate 500 --duration 10s --out report-direct
 
@@ -79,18 +80,21 @@ directory holds the run of the highest passing step, and results.json the search
     --slo 'e2e.p99<50ms,loss=0' --duration 10s --start-rate 1000 --precision 5 --out report-max`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmp {
-				if len(args) != 2 {
-					return errors.New("--compare needs two report directories")
+				if len(args) < 2 {
+					return errors.New("--compare needs two or more report directories")
 				}
-				a, err := report.Load(args[0])
-				if err != nil {
-					return err
+				runs, names := make([]*report.Saved, len(args)), make([]string, len(args))
+				for i, dir := range args {
+					s, err := report.Load(dir)
+					if err != nil {
+						return err
+					}
+					runs[i], names[i] = s, s.Label
+					if s.Label == "" {
+						names[i] = filepath.Base(filepath.Clean(dir))
+					}
 				}
-				b, err := report.Load(args[1])
-				if err != nil {
-					return err
-				}
-				if err := report.Compare(out, a, b, filepath.Base(filepath.Clean(args[0])), filepath.Base(filepath.Clean(args[1]))); err != nil {
+				if err := report.Compare(out, runs, names); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "comparison written to %s\n", filepath.Join(out, report.HTMLFile))
@@ -160,7 +164,7 @@ directory holds the run of the highest passing step, and results.json the search
 	f.StringVar(&sloText, "slo", "", "objectives that decide the exit code, e.g. 'p99<50ms,loss=0,success>=99.9'")
 	f.StringVar(&label, "label", "", "a name for this run in the report")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress line on stderr")
-	f.BoolVar(&cmp, "compare", false, "compare two report directories given as arguments, into --out")
+	f.BoolVar(&cmp, "compare", false, "compare the report directories given as arguments (two or more), into --out")
 	f.BoolVar(&findMax, "find-max", false, "search for the highest rate that holds --slo for --duration (ramp, then bisect)")
 	f.Float64Var(&search.Start, "start-rate", 1000, "--find-max: the first step's rate, requests/s")
 	f.Float64Var(&precisionPct, "precision", 5, "--find-max: stop when the lowest failing rate is within this many percent of the highest passing one")

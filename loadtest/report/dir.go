@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/sluice-broker/sluice/loadtest/bench"
 	"github.com/sluice-broker/sluice/loadtest/slo"
+	"github.com/sluice-broker/sluice/loadtest/stats"
 )
 
 // Files written by WriteDir.
@@ -32,6 +36,23 @@ type Saved struct {
 	SLOPass  *bool         `json:"slo_pass,omitempty"`
 	Label    string        `json:"label,omitempty"`
 	Finished time.Time     `json:"finished"`
+	// Distributions are the latency percentile distributions; WriteDir fills them from
+	// the run's histograms.
+	Distributions *Distributions `json:"distributions,omitempty"`
+}
+
+// Quantile is one point of a latency distribution: Percent % of the values are at
+// most Ms milliseconds.
+type Quantile struct {
+	Percent float64 `json:"percent"`
+	Ms      float64 `json:"ms"`
+}
+
+// Distributions are the publish and end-to-end latency distributions, at the
+// percentiles HdrHistogram prints (five per halving of the distance to 100%).
+type Distributions struct {
+	Publish []Quantile `json:"publish"`
+	E2E     []Quantile `json:"e2e"`
 }
 
 // WriteSummary writes the text summary of a bench run.
@@ -64,8 +85,12 @@ func WriteSummary(w io.Writer, s *Saved) error {
 	return nil
 }
 
-// Charts returns the six series Knative's performance suite tracks, over time.
-func Charts(r *bench.Result) []Chart {
+// Charts returns the plots of a run: latency by rate step (pace and ramp runs),
+// the latency distributions, publish and end-to-end latency over time, throughput
+// (intended, sent, accepted, delivered) and failures (failed requests, lost events,
+// duplicates) per second.
+func Charts(s *Saved) []Chart {
+	r := s.Result
 	ls, rs := r.Load.Seconds, r.Receive.Seconds
 	n := max(len(ls), len(rs), len(r.LostBySecond))
 	col := func(f func(i int) float64) []float64 {
@@ -75,60 +100,182 @@ func Charts(r *bench.Result) []Chart {
 		}
 		return out
 	}
-	l := func(get func(i int) float64) []float64 {
+	l := func(get func(s stats.LoadSecond) float64) []float64 {
 		return col(func(i int) float64 {
 			if i < len(ls) {
-				return get(i)
+				return get(ls[i])
 			}
 			return 0
 		})
 	}
-	rc := func(get func(i int) float64) []float64 {
+	rc := func(get func(s stats.RecvSecond) float64) []float64 {
 		return col(func(i int) float64 {
 			if i < len(rs) {
-				return get(i)
+				return get(rs[i])
 			}
 			return 0
 		})
 	}
-	return []Chart{
-		{File: "publish-latency.png", Title: "Publish latency (from intended send time)", YLabel: "ms", Lines: []Series{
-			{"p50", l(func(i int) float64 { return ls[i].P50 })},
-			{"p90", l(func(i int) float64 { return ls[i].P90 })},
-			{"p99", l(func(i int) float64 { return ls[i].P99 })},
-			{"max", l(func(i int) float64 { return ls[i].Max })},
+	epr := float64(max(r.Load.EventsPerRequest, 1))
+	var out []Chart
+	if len(r.Load.Steps) > 1 {
+		c := Chart{File: "latency-by-step.png", Title: "Latency by rate step (solid: publish, dashed: end-to-end)",
+			XLabel: "intended rate (requests/s)", YLabel: "ms"}
+		pub, e2e := stepLatencies(r)
+		for k, name := range []string{"p50", "p90", "p99"} {
+			c.Lines = append(c.Lines, Series{Name: "publish " + name, X: pub.x, Y: pub.y[k], Color: k + 1, Points: true})
+		}
+		for k, name := range []string{"p50", "p90", "p99"} {
+			c.Lines = append(c.Lines, Series{Name: "e2e " + name, X: e2e.x, Y: e2e.y[k], Color: k + 1, Points: true, Dashed: true})
+		}
+		out = append(out, c)
+	}
+	pub, e2e := distributions(s)
+	dist := Chart{File: "latency-distribution.png", Title: "Latency by percentile", XLabel: "percentile", YLabel: "ms", Percentile: true}
+	for _, d := range []struct {
+		name string
+		q    []Quantile
+		n    uint64
+	}{{"publish", pub, r.Load.Latency.Count}, {"end-to-end", e2e, r.Receive.Latency.Count}} {
+		x, y := nines(d.q, d.n)
+		dist.Lines = append(dist.Lines, Series{Name: d.name, X: x, Y: y})
+	}
+	out = append(out, dist,
+		Chart{File: "publish-latency.png", Title: "Publish latency (from intended send time)", YLabel: "ms", Lines: []Series{
+			{Name: "p50", Y: l(func(s stats.LoadSecond) float64 { return s.P50 })},
+			{Name: "p90", Y: l(func(s stats.LoadSecond) float64 { return s.P90 })},
+			{Name: "p99", Y: l(func(s stats.LoadSecond) float64 { return s.P99 })},
+			{Name: "max", Y: l(func(s stats.LoadSecond) float64 { return s.Max })},
 		}},
-		{File: "e2e-latency.png", Title: "End-to-end latency (intended send → receipt)", YLabel: "ms", Lines: []Series{
-			{"p50", rc(func(i int) float64 { return rs[i].P50 })},
-			{"p90", rc(func(i int) float64 { return rs[i].P90 })},
-			{"p99", rc(func(i int) float64 { return rs[i].P99 })},
-			{"max", rc(func(i int) float64 { return rs[i].Max })},
+		Chart{File: "e2e-latency.png", Title: "End-to-end latency (intended send → receipt)", YLabel: "ms", Lines: []Series{
+			{Name: "p50", Y: rc(func(s stats.RecvSecond) float64 { return s.P50 })},
+			{Name: "p90", Y: rc(func(s stats.RecvSecond) float64 { return s.P90 })},
+			{Name: "p99", Y: rc(func(s stats.RecvSecond) float64 { return s.P99 })},
+			{Name: "max", Y: rc(func(s stats.RecvSecond) float64 { return s.Max })},
 		}},
-		{File: "send-throughput.png", Title: "Send throughput", YLabel: "requests/s", Lines: []Series{
-			{"intended", l(func(i int) float64 { return float64(ls[i].Intended) })},
-			{"sent", l(func(i int) float64 { return float64(ls[i].Sent) })},
-			{"2xx", l(func(i int) float64 { return float64(ls[i].OK) })},
+		Chart{File: "throughput.png", Title: "Throughput: sent and delivered", YLabel: "events/s", Lines: []Series{
+			{Name: "intended", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.Intended) }), Dashed: true, Color: 8},
+			{Name: "sent", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.Sent) }), Color: 1},
+			{Name: "accepted (2xx)", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.OK) }), Color: 3},
+			{Name: "delivered", Y: rc(func(s stats.RecvSecond) float64 { return float64(s.Events) }), Color: 2},
 		}},
-		{File: "delivery-throughput.png", Title: "Delivery throughput", YLabel: "events/s", Lines: []Series{
-			{"delivered", rc(func(i int) float64 { return float64(rs[i].Events) })},
-			{"duplicates", rc(func(i int) float64 { return float64(rs[i].Duplicates) })},
-		}},
-		{File: "send-failures.png", Title: "Send failures (non-2xx or transport error)", YLabel: "requests/s", Lines: []Series{
-			{"failed", l(func(i int) float64 { return float64(ls[i].Failed) })},
-		}},
-		{File: "lost-events.png", Title: "Lost events (2xx from target, never delivered), by send second", YLabel: "events", Lines: []Series{
-			{"lost", col(func(i int) float64 {
+		Chart{File: "failures.png", Title: "Failures per second", YLabel: "count", Lines: []Series{
+			{Name: "failed requests", Y: l(func(s stats.LoadSecond) float64 { return float64(s.Failed) }), Color: 4},
+			{Name: "lost events (by send second)", Y: col(func(i int) float64 {
 				if i < len(r.LostBySecond) {
 					return float64(r.LostBySecond[i])
 				}
 				return 0
-			})},
+			}), Color: 5},
+			{Name: "duplicates", Y: rc(func(s stats.RecvSecond) float64 { return float64(s.Duplicates) }), Color: 2, Dashed: true},
 		}},
-	}
+	)
+	return out
 }
 
-// WriteDir writes the report directory: summary.txt, results.json, seconds.csv, the six
-// PNG plots and a self-contained index.html.
+// stepSeries is one kind of latency per rate step: x the step's intended rate, y[k]
+// its p50, p90 and p99 in ms.
+type stepSeries struct {
+	x []float64
+	y [3][]float64
+}
+
+// stepLatencies returns publish and end-to-end latency per rate step. Publish latency
+// comes from each step's own histogram. The receiver keeps end-to-end latency per
+// second, so a step's end-to-end percentile is the mean of its seconds' percentiles
+// weighted by their events (seconds counted from the load's start, as the steps are);
+// a step with no events received has no end-to-end point.
+func stepLatencies(r *bench.Result) (pub, e2e stepSeries) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	start := r.Load.Warmup.Seconds()
+	for _, st := range r.Load.Steps {
+		end := start + st.Duration.Seconds()
+		pub.x = append(pub.x, st.IntendedRate)
+		for k, v := range []time.Duration{st.Latency.P50, st.Latency.P90, st.Latency.P99} {
+			pub.y[k] = append(pub.y[k], ms(v))
+		}
+		var w float64
+		var sum [3]float64
+		for _, s := range r.Receive.Seconds {
+			if mid := float64(s.T) + 0.5; mid < start || mid >= end || s.Events == 0 {
+				continue
+			}
+			n := float64(s.Events)
+			w += n
+			sum[0] += n * s.P50
+			sum[1] += n * s.P90
+			sum[2] += n * s.P99
+		}
+		if w > 0 {
+			e2e.x = append(e2e.x, st.IntendedRate)
+			for k := range sum {
+				e2e.y[k] = append(e2e.y[k], sum[k]/w)
+			}
+		}
+		start = end
+	}
+	return pub, e2e
+}
+
+// distribution lists h's percentiles as HdrHistogram prints them (values in ms).
+func distribution(h *hdrhistogram.Histogram) []Quantile {
+	if h == nil || h.TotalCount() == 0 {
+		return nil
+	}
+	var q []Quantile
+	for _, b := range h.CumulativeDistributionWithTicks(5) {
+		q = append(q, Quantile{Percent: b.Quantile, Ms: float64(b.ValueAt) / 1e3})
+	}
+	return q
+}
+
+// distributions returns the run's latency distributions: saved ones, else the
+// histograms', else (a results.json from before distributions were saved) the summary's
+// percentiles.
+func distributions(s *Saved) (pub, e2e []Quantile) {
+	if d := s.Distributions; d != nil {
+		return d.Publish, d.E2E
+	}
+	pub, e2e = distribution(s.Load.Hist), distribution(s.Receive.Hist)
+	if pub == nil {
+		pub = summaryQuantiles(s.Load.Latency)
+	}
+	if e2e == nil {
+		e2e = summaryQuantiles(s.Receive.Latency)
+	}
+	return pub, e2e
+}
+
+func summaryQuantiles(l stats.Summary) []Quantile {
+	if l.Count == 0 {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return []Quantile{{0, ms(l.Min)}, {50, ms(l.P50)}, {90, ms(l.P90)}, {95, ms(l.P95)}, {99, ms(l.P99)},
+		{99.9, ms(l.P999)}, {99.99, ms(l.P9999)}, {100, ms(l.Max)}}
+}
+
+// nines maps percentiles to x = −log10(1 − q) for a percentile axis. 100% (the maximum)
+// goes at 1 − 1/count, the last percentile count values can tell apart; x never goes
+// back.
+func nines(qs []Quantile, count uint64) (x, y []float64) {
+	top := math.Log10(float64(max(count, 10)))
+	for _, q := range qs {
+		v := top
+		if q.Percent < 100 {
+			v = math.Min(-math.Log10(1-q.Percent/100), top)
+		}
+		if len(x) > 0 && v < x[len(x)-1] {
+			v = x[len(x)-1]
+		}
+		x = append(x, v)
+		y = append(y, q.Ms)
+	}
+	return x, y
+}
+
+// WriteDir writes the report directory: summary.txt, results.json, seconds.csv, the
+// PNG plots of Charts and a self-contained index.html.
 func WriteDir(dir string, s *Saved) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -140,6 +287,11 @@ func WriteDir(dir string, s *Saved) error {
 	if err := os.WriteFile(filepath.Join(dir, SummaryFile), sum.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	if s.Distributions == nil {
+		c := *s
+		c.Distributions = &Distributions{Publish: distribution(s.Load.Hist), E2E: distribution(s.Receive.Hist)}
+		s = &c
+	}
 	js, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: encode results: %w", err)
@@ -150,21 +302,29 @@ func WriteDir(dir string, s *Saved) error {
 	if err := writeCSV(filepath.Join(dir, SecondsFile), s.Result); err != nil {
 		return err
 	}
+	imgs, err := renderCharts(dir, Charts(s))
+	if err != nil {
+		return err
+	}
+	page := htmlPage{Title: "Sluice bench: " + s.Load.Target, Meta: meta(s), Tiles: tiles(s), Plots: imgs,
+		Panels: []panel{{Summary: sum.String(), Steps: s.Load.Steps, SLO: s.SLO, SLOPass: s.SLOPass}}}
+	return writeHTML(filepath.Join(dir, HTMLFile), page)
+}
+
+// renderCharts writes each chart's PNG into dir and returns them for the page.
+func renderCharts(dir string, cs []Chart) ([]image, error) {
 	var imgs []image
-	for _, c := range Charts(s.Result) {
+	for _, c := range cs {
 		png, err := RenderPNG(c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, c.File), png, 0o644); err != nil {
-			return fmt.Errorf("report: %w", err)
+			return nil, fmt.Errorf("report: %w", err)
 		}
 		imgs = append(imgs, image{Title: c.Title, Src: dataURI(png)})
 	}
-	page := htmlPage{Title: "Sluice bench: " + s.Load.Target, Panels: []panel{{
-		Name: s.Label, Summary: sum.String(), Steps: s.Load.Steps, SLO: s.SLO, Images: imgs,
-	}}}
-	return writeHTML(filepath.Join(dir, HTMLFile), page)
+	return imgs, nil
 }
 
 func dataURI(png []byte) template.URL {

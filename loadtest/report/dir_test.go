@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,11 +53,14 @@ func TestBenchReportDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := []string{SummaryFile, ResultsFile, SecondsFile, HTMLFile}
-	for _, c := range Charts(s.Result) {
+	charts := Charts(s)
+	for _, c := range charts {
 		files = append(files, c.File)
 	}
-	if len(files) != 10 {
-		t.Errorf("%d files, want 4 + 6 plots", len(files))
+	// Two steps: latency by step, distribution, publish and e2e latency over time,
+	// throughput, failures.
+	if len(charts) != 6 || charts[0].File != "latency-by-step.png" || charts[1].File != "latency-distribution.png" {
+		t.Errorf("charts %v, want latency-by-step.png, latency-distribution.png and 4 over time", chartFiles(charts))
 	}
 	for _, f := range files {
 		st, err := os.Stat(filepath.Join(dir, f))
@@ -65,23 +69,131 @@ func TestBenchReportDir(t *testing.T) {
 		}
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, HTMLFile))
-	if n := bytes.Count(html, []byte(`src="data:image/png;base64,`)); n != 6 {
-		t.Errorf("index.html embeds %d plots, want 6", n)
+	if n := bytes.Count(html, []byte(`src="data:image/png;base64,`)); n != len(charts) {
+		t.Errorf("index.html embeds %d plots, want %d", n, len(charts))
 	}
-	if bytes.Contains(html, []byte("http://")) && bytes.Contains(html, []byte("<script src")) || bytes.Contains(html, []byte("<link ")) {
-		t.Errorf("index.html refers to external resources")
-	}
+	selfContained(t, html)
 	back, err := Load(dir)
 	if err != nil || back.Accepted != s.Accepted || len(back.Load.Steps) != 2 {
 		t.Fatalf("Load = %+v, %v", back, err)
 	}
+	if d := back.Distributions; d == nil || len(d.Publish) < 10 || len(d.E2E) < 10 || d.Publish[len(d.Publish)-1].Percent != 100 {
+		t.Errorf("results.json distributions = %+v, want both with the percentiles up to 100", d)
+	}
+
+	// Three runs compared: three columns, and a line per run on each plot.
 	cmp := t.TempDir()
-	if err := Compare(cmp, back, back, "a", "b"); err != nil {
+	names := []string{"alpha", "bravo", "charlie"}
+	if err := Compare(cmp, []*Saved{back, back, back}, names); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{SummaryFile, HTMLFile} {
 		if st, err := os.Stat(filepath.Join(cmp, f)); err != nil || st.Size() == 0 {
 			t.Errorf("compare %s missing or empty: %v", f, err)
+		}
+	}
+	sum, _ := os.ReadFile(filepath.Join(cmp, SummaryFile))
+	head, _, _ := strings.Cut(string(sum), "\n")
+	if f := strings.Fields(head); len(f) != 4 || f[0] != "metric" || f[1] != "alpha" || f[2] != "bravo" || f[3] != "charlie" {
+		t.Errorf("compare summary header %q, want metric and the three labels", head)
+	}
+	page, _ := os.ReadFile(filepath.Join(cmp, HTMLFile))
+	for _, n := range names {
+		if !bytes.Contains(page, []byte("<th>"+n+"</th>")) {
+			t.Errorf("compare page has no column %s", n)
+		}
+	}
+	selfContained(t, page)
+	cc := compareCharts([]*Saved{back, back, back}, names)
+	if n := bytes.Count(page, []byte(`src="data:image/png;base64,`)); n != len(cc) || len(cc) != 6 {
+		t.Errorf("compare page embeds %d plots, compareCharts %d; want 6", n, len(cc))
+	}
+	for _, c := range cc {
+		labels := map[string]bool{}
+		for _, l := range c.Lines {
+			labels[strings.Fields(l.Name)[0]] = true
+		}
+		if len(labels) != 3 || !labels["alpha"] || !labels["bravo"] || !labels["charlie"] {
+			t.Errorf("compare plot %s has lines %v, want one per run", c.File, labels)
+		}
+	}
+	if err := Compare(t.TempDir(), []*Saved{back, back}, []string{"one"}); err == nil || !strings.Contains(err.Error(), "1 names for 2 runs") {
+		t.Errorf("Compare with too few names: %v", err)
+	}
+}
+
+func chartFiles(cs []Chart) []string {
+	var f []string
+	for _, c := range cs {
+		f = append(f, c.File)
+	}
+	return f
+}
+
+// selfContained fails if the page loads anything from outside itself.
+func selfContained(t *testing.T, html []byte) {
+	t.Helper()
+	for _, bad := range []string{`src="http`, `href=`, "<link", "<script", "url(", "@import"} {
+		if bytes.Contains(html, []byte(bad)) {
+			t.Errorf("page refers to an external resource: contains %q", bad)
+		}
+	}
+}
+
+// TestCountAxesStartAtZero: a plot's y axis starts at 0 and is never empty — a flat 0
+// shows 0…1, not gonum's −1…1.
+func TestCountAxesStartAtZero(t *testing.T) {
+	tests := []struct {
+		name    string
+		lines   []Series
+		wantMax float64 // 0: any value above the data's maximum
+	}{
+		{"all zero", []Series{{Name: "failed", Y: []float64{0, 0, 0, 0}}}, 1},
+		{"two all-zero lines", []Series{{Name: "failed", Y: []float64{0, 0}}, {Name: "lost", Y: []float64{0, 0, 0}}}, 1},
+		{"one zero point", []Series{{Name: "lost", Y: []float64{0}}}, 1},
+		{"no values", []Series{{Name: "lost"}}, 1},
+		{"no lines", nil, 1},
+		{"small counts", []Series{{Name: "failed", Y: []float64{0, 1, 0, 2}}}, 0},
+		{"large values", []Series{{Name: "sent", Y: []float64{900, 1000, 1100}}, {Name: "delivered", Y: []float64{899, 1001, 1099}}}, 0},
+		{"zero and rising", []Series{{Name: "p99", X: []float64{500, 1000, 2000}, Y: []float64{0, 0.5, 3}}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newPlot(Chart{Title: tc.name, YLabel: "count", Lines: tc.lines})
+			if err != nil {
+				t.Fatal(err)
+			}
+			top := 0.0
+			for _, l := range tc.lines {
+				for _, y := range l.Y {
+					top = max(top, y)
+				}
+			}
+			if p.Y.Min != 0 || !(p.Y.Max > top) || (tc.wantMax != 0 && p.Y.Max != tc.wantMax) {
+				t.Errorf("y axis %v…%v; want 0…%v (data up to %v)", p.Y.Min, p.Y.Max, tc.wantMax, top)
+			}
+			if p.X.Min < 0 || !(p.X.Max > p.X.Min) {
+				t.Errorf("x axis %v…%v", p.X.Min, p.X.Max)
+			}
+			if _, err := RenderPNG(Chart{Title: tc.name, Lines: tc.lines}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestPercentileAxis: HdrHistogram's "1 − q" axis.
+func TestPercentileAxis(t *testing.T) {
+	for nines, want := range []string{"0%", "90%", "99%", "99.9%", "99.99%", "99.999%"} {
+		if got := percentileLabel(float64(nines)); got != want {
+			t.Errorf("percentileLabel(%d) = %q, want %q", nines, got, want)
+		}
+	}
+	x, y := nines([]Quantile{{0, 1}, {50, 2}, {90, 3}, {99, 4}, {99.99, 5}, {100, 6}}, 1000)
+	want := []float64{0, math.Log10(2), 1, 2, 3, 3} // 99.99% and the maximum cannot pass 1 − 1/1000
+	for i := range want {
+		if math.Abs(x[i]-want[i]) > 1e-9 || y[i] != float64(i+1) {
+			t.Errorf("point %d at (%v, %v), want (%v, %v)", i, x[i], y[i], want[i], i+1)
 		}
 	}
 }
