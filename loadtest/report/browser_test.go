@@ -73,20 +73,20 @@ const layoutJS = `(() => {
 })()`
 
 // TestReportInChromium runs a direct bench up a six-step ramp (250 → 2000 requests/s,
-// 1 s a step), writes its report and a comparison of three runs, and opens both pages
+// 2 s a step), writes its report and a comparison of three runs, and opens both pages
 // in headless Chromium at 1280×900: no console error, every plot loaded and drawn, the
 // plots in two columns. The screenshot of the report is docs/images/bench-report.png.
 func TestReportInChromium(t *testing.T) {
 	browser := chromium(t)
 	if testing.Short() {
-		t.Skip("-short: the browser test takes about 20 s")
+		t.Skip("-short: the browser test takes about 30 s")
 	}
 	tm, err := cevent.NewTemplate(cevent.Binary, cevent.DefaultType, cevent.DefaultSource, "browser", bytes.Repeat([]byte("x"), 1024), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := bench.Run(context.Background(), bench.Options{
-		Load: load.Options{Pacer: pacer.LogRamp{From: 250, To: 2000, StepDuration: time.Second, Count: 6},
+		Load: load.Options{Pacer: pacer.LogRamp{From: 250, To: 2000, StepDuration: 2 * time.Second, Count: 6},
 			Template: tm, Connections: 64},
 		ReceiverAddr: "127.0.0.1:0", Direct: true, Settle: 20 * time.Second,
 	})

@@ -141,6 +141,6 @@ func compareCharts(runs []*Saved, names []string) []Chart {
 		overlay(Chart{File: "e2e-latency.png", Title: "End-to-end latency p99", YLabel: "ms"}, "e2e-latency.png", "p99", "", "", ""),
 		overlay(Chart{File: "throughput.png", Title: "Delivered throughput", YLabel: "events/s"}, "throughput.png", "delivered", "", "", ""),
 		overlay(Chart{File: "failures.png", Title: "Failed requests (solid) and lost events (dashed) per second", YLabel: "count"},
-			"failures.png", "failed requests", "lost events (by send second)", " failed", " lost"),
+			"failures.png", "failed requests", "lost events", " failed", " lost"),
 	)
 }

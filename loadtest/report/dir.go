@@ -159,9 +159,9 @@ func Charts(s *Saved) []Chart {
 			{Name: "accepted (2xx)", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.OK) }), Color: 3},
 			{Name: "delivered", Y: rc(func(s stats.RecvSecond) float64 { return float64(s.Events) }), Color: 2},
 		}},
-		Chart{File: "failures.png", Title: "Failures per second", YLabel: "count", Lines: []Series{
+		Chart{File: "failures.png", Title: "Failures per second (lost events by send second)", YLabel: "count", Lines: []Series{
 			{Name: "failed requests", Y: l(func(s stats.LoadSecond) float64 { return float64(s.Failed) }), Color: 4},
-			{Name: "lost events (by send second)", Y: col(func(i int) float64 {
+			{Name: "lost events", Y: col(func(i int) float64 {
 				if i < len(r.LostBySecond) {
 					return float64(r.LostBySecond[i])
 				}

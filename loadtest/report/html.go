@@ -78,6 +78,12 @@ func tiles(s *Saved) []tile {
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct": func(f float64) string { return fmt.Sprintf("%.2f%%", 100*f) },
 	"d":   round,
+	"actual": func(v slo.Verdict) string {
+		if v.Missing {
+			return "not measured"
+		}
+		return slo.Format(v.Key, v.Actual)
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
@@ -118,7 +124,7 @@ pre{background:#f6f8fa;border-radius:6px;padding:10px;overflow-x:auto;font-size:
 <div class="grid panels{{if eq (len .Panels) 1}} one{{end}}">{{range .Panels}}<div class="card scroll">
 {{if .Name}}<h2>{{.Name}}</h2>{{end}}
 {{if .SLO}}<h3>SLO{{with .SLOPass}}: {{if .}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}}{{end}}</h3><table><tr><th>objective</th><th>actual</th><th>verdict</th></tr>
-{{range .SLO}}<tr><td>{{.Text}}</td><td>{{.}}</td><td class="{{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}PASS{{else}}FAIL{{end}}</td></tr>{{end}}</table>{{end}}
+{{range .SLO}}<tr><td>{{.Text}}</td><td>{{actual .}}</td><td class="{{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}PASS{{else}}FAIL{{end}}</td></tr>{{end}}</table>{{end}}
 {{if .Steps}}<h3>Steps</h3><table><tr><th>step</th><th>intended/s</th><th>achieved/s</th><th>requests</th><th>success</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
 {{range .Steps}}<tr><td>{{.Step}}</td><td>{{printf "%.0f" .IntendedRate}}</td><td>{{printf "%.1f" .Rate}}</td><td>{{.Requests}}</td><td>{{pct .Success}}</td><td>{{d .Latency.P50}}</td><td>{{d .Latency.P90}}</td><td>{{d .Latency.P99}}</td><td>{{d .Latency.P999}}</td><td>{{d .Latency.Max}}</td></tr>{{end}}</table>{{end}}
 <h3>Summary</h3><pre>{{.Summary}}</pre>

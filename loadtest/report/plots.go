@@ -60,6 +60,20 @@ const (
 	plotDPI = 144
 )
 
+// plainTicks are gonum's default ticks, labelled without trailing zeros (250, not 250.00).
+type plainTicks struct{}
+
+// Ticks returns the default ticks with plain labels.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ts {
+		if t.Label != "" {
+			ts[i].Label = strconv.FormatFloat(math.Round(t.Value*1e6)/1e6, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
 // percentileTicks labels a −log10(1 − q) axis with the percentiles 0%, 90%, 99%, ….
 type percentileTicks struct{}
 
@@ -103,6 +117,10 @@ func newPlot(c Chart) (*plot.Plot, error) {
 	g.Vertical.Color = color.Gray{Y: 0xe4}
 	g.Horizontal.Color = color.Gray{Y: 0xe4}
 	p.Add(g)
+	p.Y.Tick.Marker = plainTicks{}
+	if !c.Percentile {
+		p.X.Tick.Marker = plainTicks{}
+	}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
@@ -152,7 +170,7 @@ func newPlot(c Chart) (*plot.Plot, error) {
 	// a flat 0 shows 0…1 (gonum would widen an empty range to −1…1).
 	p.Y.Min = 0
 	if p.Y.Max > 0 {
-		p.Y.Max *= 1.2 // room for the legend
+		p.Y.Max *= 1.05
 	} else {
 		p.Y.Max = 1
 	}
@@ -165,14 +183,28 @@ func newPlot(c Chart) (*plot.Plot, error) {
 	return p, nil
 }
 
-// RenderPNG draws c as a 6.4×3.8 inch PNG at 144 dpi.
+// RenderPNG draws c, its legend at the right, as a 6.4×3.8 inch PNG at 144 dpi.
 func RenderPNG(c Chart) ([]byte, error) {
 	p, err := newPlot(c)
 	if err != nil {
 		return nil, err
 	}
 	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
-	p.Draw(draw.New(img))
+	dc := draw.New(img)
+	// The title spans the image; the legend goes right of the plot, level with the top
+	// of the data, so that it never hides a line.
+	title := p.Title
+	p.Title.Text = ""
+	top := title.TextStyle.Rectangle(title.Text).Size().Y + title.Padding
+	dc.FillText(title.TextStyle, vg.Point{X: dc.Center().X, Y: dc.Max.Y + title.TextStyle.FontExtents().Descent}, title.Text)
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	w := leg.Rectangle(dc).Size().X
+	if len(c.Lines) > 0 {
+		w += vg.Points(12)
+	}
+	p.Draw(draw.Crop(dc, 0, -w, 0, -top))
+	leg.Draw(draw.Crop(dc, plotW-w+vg.Points(8), 0, 0, -top))
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return nil, fmt.Errorf("plot %s: encode png: %w", c.Title, err)
