@@ -40,9 +40,11 @@ arrived (or --settle passes), and writes a report directory (--out):
   summary.txt   the load's vegeta-style report, the receiver's, loss, SLO verdicts
   results.json  everything, including the per-second series
   seconds.csv   one row per second: send and delivery rates, latency percentiles, lost
-  *.png         publish latency, end-to-end latency, send throughput, delivery
-                throughput, send failures and lost events over time
-  index.html    one self-contained page: tables and plots inlined, no external resources
+  *.png         latency by rate step (pace and ramp runs), latency by percentile,
+                publish and end-to-end latency, throughput (sent vs delivered) and
+                failures (failed, lost, duplicates) over time
+  index.html    one self-contained page: figures, plots in two columns, tables; no
+                external resources
 
 Lost events are those the target answered 2xx but that never reached the receiver.
 

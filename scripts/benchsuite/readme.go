@@ -123,7 +123,7 @@ columns sum the overload phases (or take their worst); the plots are the last ph
 | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
 {{range .Overloads}}{{if .NotRun}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | | not run ({{.NotRun}}) | | | | | | | | |
 {{else if .Error}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | failed: {{.Error}} | | | | | | | | |
-{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{pairs .}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [delivery]({{.ReportDir}}/delivery-throughput.png) [send]({{.ReportDir}}/send-throughput.png) [failures]({{.ReportDir}}/send-failures.png) [summary]({{.ReportDir}}/summary.txt) |
+{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{pairs .}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [throughput]({{.ReportDir}}/throughput.png) [failures]({{.ReportDir}}/failures.png) [summary]({{.ReportDir}}/summary.txt) |
 {{end}}{{end}}
 {{with .Batch}}### Batched delivery: N events per POST
 
