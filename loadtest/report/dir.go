@@ -37,7 +37,7 @@ type Saved struct {
 	Label    string        `json:"label,omitempty"`
 	Finished time.Time     `json:"finished"`
 	// Distributions are the latency percentile distributions; WriteDir fills them from
-	// the run's histograms.
+	// the run's histograms (without histograms, from the summaries' percentiles).
 	Distributions *Distributions `json:"distributions,omitempty"`
 }
 
@@ -289,7 +289,8 @@ func WriteDir(dir string, s *Saved) error {
 	}
 	if s.Distributions == nil {
 		c := *s
-		c.Distributions = &Distributions{Publish: distribution(s.Load.Hist), E2E: distribution(s.Receive.Hist)}
+		pub, e2e := distributions(s)
+		c.Distributions = &Distributions{Publish: pub, E2E: e2e}
 		s = &c
 	}
 	js, err := json.MarshalIndent(s, "", "  ")

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 	"github.com/sluice-broker/sluice/loadtest/load"
 	"github.com/sluice-broker/sluice/loadtest/pacer"
+	"github.com/sluice-broker/sluice/loadtest/receive"
 	"github.com/sluice-broker/sluice/loadtest/slo"
+	"github.com/sluice-broker/sluice/loadtest/stats"
 )
 
 func runBench(t *testing.T, rate float64) *Saved {
@@ -210,6 +213,69 @@ func TestWriteLoadLayout(t *testing.T) {
 		"Status Codes", "0:1  202:9", "Error Set:", "dial tcp: refused", "intended/s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestStepLatencies: publish latency per step is the step's own; end-to-end latency per
+// step weights the percentiles of the seconds inside the step (after the warm-up) by
+// their events, and a step with no events received has no end-to-end point.
+func TestStepLatencies(t *testing.T) {
+	ms := time.Millisecond
+	r := &bench.Result{
+		Load: &load.Result{Warmup: time.Second, Steps: []load.StepResult{
+			{Step: 1, IntendedRate: 100, Duration: 2 * time.Second, Latency: stats.Summary{P50: 1 * ms, P90: 2 * ms, P99: 3 * ms}},
+			{Step: 2, IntendedRate: 200, Duration: time.Second, Latency: stats.Summary{P50: 4 * ms, P90: 5 * ms, P99: 6 * ms}},
+			{Step: 3, IntendedRate: 400, Duration: time.Second, Latency: stats.Summary{P50: 7 * ms, P90: 8 * ms, P99: 9 * ms}},
+		}},
+		Receive: &receive.Report{Seconds: []stats.RecvSecond{
+			{T: 0, Events: 50, P50: 100, P90: 100, P99: 100}, // warm-up: left out
+			{T: 1, Events: 100, P50: 1, P90: 2, P99: 4},      // step 1
+			{T: 2, Events: 300, P50: 3, P90: 6, P99: 8},      // step 1
+			{T: 3, Events: 200, P50: 10, P90: 20, P99: 30},   // step 2
+			{T: 4, Events: 0}, // step 3: nothing received
+		}},
+	}
+	pub, e2e := stepLatencies(r)
+	if fmt.Sprint(pub.x, pub.y) != "[100 200 400] [[1 4 7] [2 5 8] [3 6 9]]" {
+		t.Errorf("publish by step: x %v y %v", pub.x, pub.y)
+	}
+	// step 1: (100·1 + 300·3)/400 = 2.5, (100·2 + 300·6)/400 = 5, (100·4 + 300·8)/400 = 7
+	if fmt.Sprint(e2e.x, e2e.y) != "[100 200] [[2.5 10] [5 20] [7 30]]" {
+		t.Errorf("e2e by step: x %v y %v", e2e.x, e2e.y)
+	}
+}
+
+// TestOldResultsDistribution: a results.json written before distributions were saved
+// (no histograms either) still plots latency by percentile, from the summary's
+// percentiles; a run with nothing received plots no end-to-end line and no error.
+func TestOldResultsDistribution(t *testing.T) {
+	ms := time.Millisecond
+	s := &Saved{Result: &bench.Result{
+		Load: &load.Result{Latency: stats.Summary{Count: 1000, Min: ms, P50: 2 * ms, P90: 3 * ms, P95: 4 * ms, P99: 5 * ms, P999: 6 * ms, P9999: 7 * ms, Max: 8 * ms},
+			Seconds: []stats.LoadSecond{{T: 0, Sent: 1000, OK: 1000}}},
+		Receive: &receive.Report{},
+	}}
+	pub, e2e := distributions(s)
+	if len(pub) != 8 || pub[7] != (Quantile{100, 8}) || e2e != nil {
+		t.Errorf("distributions = %v, %v; want the summary's 8 percentiles and none", pub, e2e)
+	}
+	dir := t.TempDir()
+	if err := WriteDir(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range Charts(s) {
+		if st, err := os.Stat(filepath.Join(dir, c.File)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", c.File, err)
+		}
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range Charts(back) {
+		if c.File == "latency-distribution.png" && (len(c.Lines) != 2 || len(c.Lines[0].Y) != 8 || len(c.Lines[1].Y) != 0) {
+			t.Errorf("reloaded distribution plot %+v, want 8 publish points and no e2e", c.Lines)
 		}
 	}
 }
