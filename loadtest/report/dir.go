@@ -142,16 +142,16 @@ func Charts(s *Saved) []Chart {
 	}
 	out = append(out, dist,
 		Chart{File: "publish-latency.png", Title: "Publish latency (from intended send time)", YLabel: "ms", Lines: []Series{
-			{Name: "p50", Y: l(func(s stats.LoadSecond) float64 { return s.P50 })},
-			{Name: "p90", Y: l(func(s stats.LoadSecond) float64 { return s.P90 })},
-			{Name: "p99", Y: l(func(s stats.LoadSecond) float64 { return s.P99 })},
-			{Name: "max", Y: l(func(s stats.LoadSecond) float64 { return s.Max })},
+			lat(ls, "p50", func(s stats.LoadSecond) (float64, float64) { return s.P50, s.Max }),
+			lat(ls, "p90", func(s stats.LoadSecond) (float64, float64) { return s.P90, s.Max }),
+			lat(ls, "p99", func(s stats.LoadSecond) (float64, float64) { return s.P99, s.Max }),
+			lat(ls, "max", func(s stats.LoadSecond) (float64, float64) { return s.Max, s.Max }),
 		}},
 		Chart{File: "e2e-latency.png", Title: "End-to-end latency (intended send → receipt)", YLabel: "ms", Lines: []Series{
-			{Name: "p50", Y: rc(func(s stats.RecvSecond) float64 { return s.P50 })},
-			{Name: "p90", Y: rc(func(s stats.RecvSecond) float64 { return s.P90 })},
-			{Name: "p99", Y: rc(func(s stats.RecvSecond) float64 { return s.P99 })},
-			{Name: "max", Y: rc(func(s stats.RecvSecond) float64 { return s.Max })},
+			lat(rs, "p50", func(s stats.RecvSecond) (float64, float64) { return s.P50, s.Max }),
+			lat(rs, "p90", func(s stats.RecvSecond) (float64, float64) { return s.P90, s.Max }),
+			lat(rs, "p99", func(s stats.RecvSecond) (float64, float64) { return s.P99, s.Max }),
+			lat(rs, "max", func(s stats.RecvSecond) (float64, float64) { return s.Max, s.Max }),
 		}},
 		Chart{File: "throughput.png", Title: "Throughput: sent and delivered", YLabel: "events/s", Lines: []Series{
 			{Name: "intended", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.Intended) }), Dashed: true, Color: 8},
@@ -171,6 +171,20 @@ func Charts(s *Saved) []Chart {
 		}},
 	)
 	return out
+}
+
+// lat is a latency line over time: get returns a second's value and its maximum. A
+// second with no latency measured (max 0: nothing completed, or only warm-up events
+// arrived) has no point, rather than a fall to 0.
+func lat[S stats.LoadSecond | stats.RecvSecond](seconds []S, name string, get func(S) (v, maxMs float64)) Series {
+	l := Series{Name: name, X: []float64{}, Y: []float64{}}
+	for i, s := range seconds {
+		if v, m := get(s); m > 0 {
+			l.X = append(l.X, float64(i))
+			l.Y = append(l.Y, v)
+		}
+	}
+	return l
 }
 
 // stepSeries is one kind of latency per rate step: x the step's intended rate, y[k]

@@ -279,3 +279,13 @@ func TestOldResultsDistribution(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyOverTimeSkipsEmptySeconds: a second with no latency measured has no point
+// on a latency plot (it does not fall to 0).
+func TestLatencyOverTimeSkipsEmptySeconds(t *testing.T) {
+	rs := []stats.RecvSecond{{T: 0, Events: 10}, {T: 1, Events: 10, P50: 1, Max: 2}, {T: 2}, {T: 3, Events: 5, P50: 3, Max: 4}}
+	l := lat(rs, "p50", func(s stats.RecvSecond) (float64, float64) { return s.P50, s.Max })
+	if fmt.Sprint(l.X, l.Y) != "[1 3] [1 3]" {
+		t.Errorf("p50 line x %v y %v, want points at seconds 1 and 3 only", l.X, l.Y)
+	}
+}
