@@ -289,3 +289,21 @@ func TestLatencyOverTimeSkipsEmptySeconds(t *testing.T) {
 		t.Errorf("p50 line x %v y %v, want points at seconds 1 and 3 only", l.X, l.Y)
 	}
 }
+
+// TestPlainTicks: tick labels carry no trailing zeros, and an axis has at least three.
+func TestPlainTicks(t *testing.T) {
+	for _, r := range [][2]float64{{0, 1}, {0, 2.8}, {0, 3.1}, {0, 1260}, {500, 3000}, {0, 0.004}} {
+		var labels []string
+		for _, tk := range (plainTicks{}).Ticks(r[0], r[1]) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+				if strings.Contains(tk.Label, ".") && strings.HasSuffix(tk.Label, "0") {
+					t.Errorf("%v: label %q has a trailing zero", r, tk.Label)
+				}
+			}
+		}
+		if len(labels) < 3 {
+			t.Errorf("%v: labels %q, want at least 3", r, labels)
+		}
+	}
+}

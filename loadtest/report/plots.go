@@ -60,14 +60,21 @@ const (
 	plotDPI = 144
 )
 
-// plainTicks are gonum's default ticks, labelled without trailing zeros (250, not 250.00).
+// plainTicks are gonum's default ticks, labelled without trailing zeros (250, not
+// 250.00), and every tick labelled when gonum would label fewer than three.
 type plainTicks struct{}
 
 // Ticks returns the default ticks with plain labels.
 func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i, t := range ts {
+	labelled := 0
+	for _, t := range ts {
 		if t.Label != "" {
+			labelled++
+		}
+	}
+	for i, t := range ts {
+		if t.Label != "" || labelled < 3 { // fewer than 3 labels: label the minor ticks too
 			ts[i].Label = strconv.FormatFloat(math.Round(t.Value*1e6)/1e6, 'f', -1, 64)
 		}
 	}
