@@ -197,10 +197,7 @@ func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Requ
 		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if resp = leanResponse(pc.br); resp == nil {
-		resp, err = readFinalResponse(pc.br, req, func() error {
-			b, _ := pc.br.Peek(pc.br.Buffered())
-			return pc.head.rearm(b)
-		})
+		resp, err = readGuardedResponse(pc.br, &pc.head, req)
 	}
 	pc.head.disarm()
 	if err != nil {
@@ -238,6 +235,20 @@ func readFinalResponse(br *bufio.Reader, req *http.Request, next func() error) (
 			}
 		}
 	}
+}
+
+// readGuardedResponse is readFinalResponse on br, which reads through g (armed): after
+// an informational response g guards the next head, and once g tripped its error is the
+// one returned, whatever the parser made of the bytes it was given before.
+func readGuardedResponse(br *bufio.Reader, g *headGuard, req *http.Request) (*http.Response, error) {
+	resp, err := readFinalResponse(br, req, func() error {
+		b, _ := br.Peek(br.Buffered())
+		return g.rearm(b)
+	})
+	if err != nil && g.err != nil {
+		return nil, g.err
+	}
+	return resp, err
 }
 
 // ctxErr prefers the context's error (cancellation) to the I/O error it caused, and
