@@ -18,9 +18,9 @@ import (
 
 // Header names the sender writes or strips.
 const (
-	hdrTTL         = "Ce-Knativebrokerttl"
-	maxErrData     = 1024     // bytes of a failure's body kept for knativeerrordata
-	maxDrain       = 64 << 10 // bytes of an unwanted body read to keep the connection
+	hdrTTL     = "Ce-Knativebrokerttl"
+	maxErrData = 1024     // bytes of a failure's body kept for knativeerrordata
+	maxDrain   = 64 << 10 // bytes of an unwanted body read to keep the connection
 )
 
 // outcome is the result of one HTTP attempt.
