@@ -42,7 +42,7 @@ func (l *likeExpression) Evaluate(e cloudevents.Event) (any, error) {
 // leftmost place after the previous one (which leaves the most room for the rest, so a
 // match exists if and only if this finds one).
 type likePattern struct {
-	exact       bool       // no '%': first is the whole pattern
+	exact       bool        // no '%': first is the whole pattern
 	first, last likeSegment // anchored at the start and at the end
 	middle      []likeSegment
 	min         int // bytes of value the segments need
