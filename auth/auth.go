@@ -76,7 +76,8 @@ type Authorizer struct {
 type target struct {
 	audience string
 	ns       string
-	policies []*config.EventPolicy // empty: the default mode
+	policies []*config.EventPolicy // empty, with invalid empty too: the default mode
+	invalid  []*config.EventPolicy // invalid policies that apply: they let no one in
 }
 
 // New returns an Authorizer. It needs WithVerifier or WithClientCertificates: without
@@ -120,6 +121,14 @@ func (a *Authorizer) Apply(cfg *config.Config) {
 				t.policies = append(t.policies, p)
 			}
 		}
+		// An invalid policy fails closed: the default mode no longer applies to what it
+		// names, and it lets no one in.
+		for i := range cfg.InvalidEventPolicies {
+			p := &cfg.InvalidEventPolicies[i]
+			if p.Namespace == b.Namespace && appliesTo(p, b) {
+				t.invalid = append(t.invalid, p)
+			}
+		}
 		m[b.Key()] = t
 	}
 	a.targets.Store(&m)
@@ -148,7 +157,7 @@ func (a *Authorizer) Authorize(r *http.Request, key string) broker.Decision {
 	if err != nil {
 		return broker.Decision{Status: http.StatusUnauthorized, Reason: err.Error()}
 	}
-	if len(t.policies) == 0 {
+	if len(t.policies) == 0 && len(t.invalid) == 0 {
 		switch a.opts.mode {
 		case AllowAll:
 			return broker.Decision{Sender: sub}
@@ -181,8 +190,16 @@ func (a *Authorizer) Authorize(r *http.Request, key string) broker.Decision {
 	case len(filters) > 0:
 		return broker.Decision{Sender: sub, Filters: filters}
 	}
-	return broker.Decision{Status: http.StatusForbidden, Sender: sub,
-		Reason: fmt.Sprintf("%s may not send to /%s: no EventPolicy for it lets this subject in", sub, key)}
+	reason := fmt.Sprintf("%s may not send to /%s: no EventPolicy for it lets this subject in", sub, key)
+	if len(t.invalid) > 0 {
+		p := t.invalid[0]
+		name := "EventPolicy " + p.Key()
+		if p.Name == "" {
+			name = "an EventPolicy of namespace " + p.Namespace
+		}
+		reason += " (" + name + " applies to it and is invalid: it lets no one in until it is fixed)"
+	}
+	return broker.Decision{Status: http.StatusForbidden, Sender: sub, Reason: reason}
 }
 
 func fromMatches(p *config.EventPolicy, sub string) bool {

@@ -287,3 +287,35 @@ func counter(c interface{ Write(*dto.Metric) error }) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestIngressAttributeLimit: a structured event of 50,000 extensions (under the body
+// limit) is refused 400 with a reason naming the attribute limit, and counted invalid;
+// one within the limit is accepted.
+func TestIngressAttributeLimit(t *testing.T) {
+	s := newTestServer(t, nil)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker())); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	body := func(exts int) string {
+		var b strings.Builder
+		b.WriteString(`{"specversion":"1.0","id":"1","source":"/test","type":"t"`)
+		for i := range exts {
+			fmt.Fprintf(&b, `,"x%d":"v"`, i)
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	ct := map[string]string{"Content-Type": "application/cloudevents+json"}
+	before := counter(s.metrics.rejected.WithLabelValues("ns/b", "invalid"))
+	rec := post(h, "POST", "/ns/b", ct, body(50000))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "more than 400 attributes") {
+		t.Fatalf("50,000 extensions: %d %q, want 400 naming the limit", rec.Code, rec.Body)
+	}
+	if d := counter(s.metrics.rejected.WithLabelValues("ns/b", "invalid")) - before; d != 1 {
+		t.Errorf("requests_rejected_total{reason=\"invalid\"} rose by %v, want 1", d)
+	}
+	if rec := post(h, "POST", "/ns/b", ct, body(396)); rec.Code != http.StatusAccepted {
+		t.Fatalf("400 attributes: %d %q, want 202", rec.Code, rec.Body)
+	}
+}

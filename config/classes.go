@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Broker classes Sluice runs, and Knative's stock ConfigMaps.
@@ -58,7 +56,31 @@ type channelDefaults struct {
 // classes answers what backend a Broker or channel runs on, from its annotations, the
 // ConfigMaps of the configuration and Knative's stock defaults.
 type classes struct {
-	cms map[string]map[string]string // "ns/name" → data
+	cms     map[string]map[string]string // "ns/name" → data
+	decoded map[string]decodedYAML       // "ns/name\x00key" → the value's YAML, decoded
+}
+
+// decodedYAML is a ConfigMap value's YAML text decoded, or why it could not be.
+type decodedYAML struct {
+	v   any
+	err error
+}
+
+// decode decodes the YAML text of the value key of ConfigMap cm ("ns/name") into a T, once
+// however many brokers and channels read it: the result is shared, and must not be
+// changed.
+func decode[T any](c *classes, cm, key string) (T, error) {
+	k := cm + "\x00" + key
+	if d, ok := c.decoded[k]; ok {
+		return d.v.(T), d.err
+	}
+	var v T
+	err := unmarshalEmbedded(c.cms[cm][key], &v)
+	if c.decoded == nil {
+		c.decoded = map[string]decodedYAML{}
+	}
+	c.decoded[k] = decodedYAML{v, err}
+	return v, err
 }
 
 // stockBrokerDefault is Knative's stock config-br-defaults: MTChannelBasedBroker on
@@ -68,13 +90,12 @@ var stockBrokerDefault = brokerDefault{BrokerClass: classMTChannel, APIVersion: 
 
 // brokerDefault returns the default class and config of a Broker in namespace ns.
 func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
-	data, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]
-	if !ok {
+	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
 		return stockBrokerDefault, nil
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults
-	var d brokerDefaults
-	if err := yaml.UnmarshalStrict([]byte(data["default-br-config"]), &d); err != nil {
+	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	if err != nil {
 		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: %v", where, err)
 	}
 	bd := d.ClusterDefault
@@ -88,6 +109,8 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	if bd == nil {
 		return stockBrokerDefault, nil
 	}
+	b := *bd // d is shared by every broker: change a copy
+	bd = &b
 	if bd.BrokerClass == "" {
 		bd.BrokerClass = classMTChannel // Knative's default class
 	}
@@ -169,6 +192,11 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		if spec == "" {
 			spec, key = data[keyChannelTemplateLegacy], keyChannelTemplateLegacy
 		}
+		cmKey := ref.Namespace
+		if cmKey == "" {
+			cmKey = ns
+		}
+		cmKey += "/" + ref.Name
 		for k := range data {
 			if k != keyChannelTemplate && k != keyChannelTemplateLegacy {
 				errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: not a key of a %s broker's ConfigMap", cmName, k, classMTChannel))
@@ -178,8 +206,8 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 			errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: required", cmName, keyChannelTemplate))
 			break
 		}
-		var t channelTemplate
-		if err := yaml.UnmarshalStrict([]byte(spec), &t); err != nil {
+		t, err := decode[channelTemplate](c, cmKey, key)
+		if err != nil {
 			errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: %v", cmName, key, err))
 			break
 		}
@@ -242,13 +270,12 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 // default-ch-webhook (nil: the server's --channel, as for Knative's stock
 // InMemoryChannel default).
 func (c *classes) channelDefault(ns string) (*tmpl, error) {
-	data, ok := c.cms[systemNamespace+"/"+cmChannelDefaults]
-	if !ok {
+	if _, ok := c.cms[systemNamespace+"/"+cmChannelDefaults]; !ok {
 		return nil, nil
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmChannelDefaults
-	var d channelDefaults
-	if err := yaml.UnmarshalStrict([]byte(data["default-ch-config"]), &d); err != nil {
+	d, err := decode[channelDefaults](c, systemNamespace+"/"+cmChannelDefaults, "default-ch-config")
+	if err != nil {
 		return nil, fmt.Errorf("%s: data.default-ch-config: %v", where, err)
 	}
 	cd := d.ClusterDefault

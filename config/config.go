@@ -70,6 +70,15 @@ type Config struct {
 	PingSources []PingSource
 	// EventPolicies are the ready EventPolicies, sorted by Key.
 	EventPolicies []EventPolicy
+	// InvalidEventPolicies are the EventPolicies that are not ready, in file order, each
+	// with its Invalid reason. An invalid policy lets no one in, yet still applies to what
+	// it names, so that a broken policy denies instead of leaving its targets to the
+	// default mode: its To when its spec.to was read without error; otherwise (spec.to
+	// at fault, or an object that could not be read as an EventPolicy at all) every
+	// broker and channel of its namespace, with To empty. On a reload the last good
+	// version of the policy, if there is one, is in EventPolicies too and still lets in
+	// whom it let in.
+	InvalidEventPolicies []EventPolicy
 	// Objects is every object read, in file order, with its status: ready, skipped (a
 	// kind Sluice does not run) or not ready with the reason.
 	Objects []ObjectStatus

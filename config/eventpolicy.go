@@ -27,10 +27,36 @@ type EventPolicy struct {
 	Filters []filter.Spec
 	// Source is the file the object was read from.
 	Source string
+	// Invalid, on a policy of Config.InvalidEventPolicies, is why it is not ready; such a
+	// policy lets no one in. Empty on a ready policy.
+	Invalid string
 }
 
 // Key returns "namespace/name".
 func (p EventPolicy) Key() string { return p.Namespace + "/" + p.Name }
+
+// invalidPolicies returns the EventPolicies of the load that are not ready, before a
+// last good version stands in for any of them (Config.InvalidEventPolicies).
+func (l *loader) invalidPolicies() []EventPolicy {
+	var out []EventPolicy
+	for _, p := range l.objects {
+		if p.status.Skipped || !p.failed() || !strings.EqualFold(p.status.Kind, kindEventPolicy) {
+			continue
+		}
+		ep := EventPolicy{Namespace: p.status.Namespace, Name: p.status.Name, Source: p.status.File, Invalid: strings.Join(p.reasons, "; ")}
+		toRead := p.policy != nil
+		for _, r := range p.reasons {
+			if strings.HasPrefix(r, "spec.to") || strings.HasPrefix(r, "spec:") {
+				toRead = false
+			}
+		}
+		if toRead {
+			ep.To = p.policy.To // else every broker and channel of the namespace
+		}
+		out = append(out, ep)
+	}
+	return out
+}
 
 // PolicyTarget is one entry of an EventPolicy's spec.to: a ref naming one broker or
 // channel (Kind and Name), or a selector (Kind, which may be empty for any kind, and

@@ -127,3 +127,84 @@ spec:
 		t.Errorf("audience on a reply: %+v", o)
 	}
 }
+
+// TestInvalidEventPolicyFailsClosed: an EventPolicy that is not ready is kept in
+// InvalidEventPolicies with its reason, naming what it would have governed (its spec.to,
+// or nothing — its whole namespace — when spec.to or the object itself is at fault), so
+// that the authorizer denies there instead of applying the default mode; on reload the
+// last good version still stands beside the invalid one.
+func TestInvalidEventPolicyFailsClosed(t *testing.T) {
+	const brokers = "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: ns}\n---\n" +
+		"apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: c, namespace: ns}\n---\n"
+	policy := func(apiVersion, spec string) string {
+		return "apiVersion: " + apiVersion + "\nkind: EventPolicy\nmetadata: {name: p, namespace: ns}\nspec: " + spec + "\n"
+	}
+	toB := "[{ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}}]"
+	for _, tt := range []struct {
+		name   string
+		policy string
+		to     []PolicyTarget // nil: the whole namespace
+		reason string
+	}{
+		{"a bad spec.from", policy("eventing.knative.dev/v1alpha1", "{to: "+toB+", from: [{sub: 'a*b'}]}"),
+			[]PolicyTarget{{Kind: "Broker", Name: "b"}}, "a wildcard is a single * at the end"},
+		{"a bad filter", policy("eventing.knative.dev/v1alpha1", "{to: "+toB+", from: [{sub: a}], filters: [{cesql: 'type IN ('}]}"),
+			[]PolicyTarget{{Kind: "Broker", Name: "b"}}, "spec.filters[0].cesql"},
+		{"a bad spec.to", policy("eventing.knative.dev/v1alpha1", "{to: [{ref: {apiVersion: eventing.knative.dev/v1, kind: Brokr, name: b}}], from: [{sub: a}]}"),
+			nil, `spec.to[0].ref.kind: "Brokr"`},
+		{"spec.to not a list", policy("eventing.knative.dev/v1alpha1", "{to: {ref: {kind: Broker, name: b}}, from: [{sub: a}]}"),
+			nil, "spec.to: must be a list"},
+		{"an unknown field", policy("eventing.knative.dev/v1alpha1", "{to: "+toB+", from: [{sub: a}], form: [{sub: b}]}"),
+			[]PolicyTarget{{Kind: "Broker", Name: "b"}}, "spec.form: unknown field"},
+		{"a wrong apiVersion", policy("eventing.knative.dev/v1", "{to: "+toB+", from: [{sub: a}]}"),
+			nil, `apiVersion "eventing.knative.dev/v1" is not supported for EventPolicy`},
+		{"no name", "apiVersion: eventing.knative.dev/v1alpha1\nkind: EventPolicy\nmetadata: {namespace: ns}\nspec: {to: " + toB + ", from: [{sub: a}]}\n",
+			[]PolicyTarget{{Kind: "Broker", Name: "b"}}, "metadata.name: required"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := loadString(t, brokers+tt.policy)
+			if len(cfg.Brokers) != 2 || len(cfg.EventPolicies) != 0 || len(cfg.InvalidEventPolicies) != 1 {
+				t.Fatalf("brokers %d, policies %+v, invalid %+v", len(cfg.Brokers), cfg.EventPolicies, cfg.InvalidEventPolicies)
+			}
+			p := cfg.InvalidEventPolicies[0]
+			if p.Namespace != "ns" || !strings.Contains(p.Invalid, tt.reason) || !reflect.DeepEqual(p.To, tt.to) {
+				t.Errorf("invalid policy %+v; want namespace ns, to %+v, reason %q", p, tt.to, tt.reason)
+			}
+			if o := cfg.Objects[2]; o.Ready || !strings.Contains(o.Reason, "lets no one in") {
+				t.Errorf("status %+v; want not ready, saying it lets no one in", o)
+			}
+		})
+	}
+
+	// A reload: the last good version runs, and the invalid one stands beside it.
+	dir := t.TempDir()
+	f := filepath.Join(dir, "c.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(brokers + policy("eventing.knative.dev/v1alpha1", "{to: "+toB+", from: [{sub: alice}]}"))
+	good, err := Read([]string{f})
+	if err != nil || len(good.EventPolicies) != 1 || len(good.InvalidEventPolicies) != 0 {
+		t.Fatalf("%v %+v", err, good)
+	}
+	write(brokers + policy("eventing.knative.dev/v1alpha1", "{to: [{ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: c}}], from: [{sub: 'bob*x'}]}"))
+	next, err := Read([]string{f}, WithPrevious(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.EventPolicies) != 1 || next.EventPolicies[0].From[0].Subject != "alice" || next.EventPolicies[0].To[0].Name != "b" {
+		t.Errorf("last good version: %+v", next.EventPolicies)
+	}
+	if len(next.InvalidEventPolicies) != 1 || next.InvalidEventPolicies[0].To[0].Name != "c" {
+		t.Errorf("invalid version: %+v", next.InvalidEventPolicies)
+	}
+	// Valid again: no invalid policy is left.
+	write(brokers + policy("eventing.knative.dev/v1alpha1", "{to: [{ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: c}}], from: [{sub: bob}]}"))
+	fixed, err := Read([]string{f}, WithPrevious(next))
+	if err != nil || len(fixed.EventPolicies) != 1 || fixed.EventPolicies[0].To[0].Name != "c" || len(fixed.InvalidEventPolicies) != 0 {
+		t.Errorf("fixed: %v %+v %+v", err, fixed.EventPolicies, fixed.InvalidEventPolicies)
+	}
+}

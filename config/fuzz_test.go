@@ -1,10 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // hangAfter is how long one read may take before the fuzzer calls it a hang: generous,
@@ -26,28 +30,48 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("---\n---\nkind: List\nitems: [{kind: Broker}]\n"))
 	f.Add([]byte("apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\nspec: {schedule: '@every 1s', sink: {uri: http://x/}}\n"))
 	f.Add([]byte("{a: [1, {b: *c}]}"))
+	// Aliases: a value used many times, nested laughs, an alias to itself, a merge key,
+	// an empty file and one of white space.
+	f.Add([]byte(aliasBomb(1000, 100)))
+	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: &m {name: b}\nspec: {delivery: &d {retry: 2}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {<<: *m, name: c}\nspec: {delivery: *d}\n"))
+	f.Add([]byte(""))
+	f.Add([]byte(" \n\t\n"))
 	st, err := newSettings(nil)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var cfg *Config
+		var err error
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			cfg = load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+			cfg, err = load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
 		}()
 		select {
 		case <-done:
 		case <-time.After(hangAfter):
 			t.Fatalf("reading %d bytes did not finish in %s", len(b), hangAfter)
 		}
+		if err != nil {
+			// Only a document that expands past the bound is refused as a whole, naming
+			// the file and the bound.
+			if !strings.Contains(err.Error(), "fuzz.yaml") || !strings.Contains(err.Error(), "MaxExpandedBytes") {
+				t.Fatalf("load: %v", err)
+			}
+			return
+		}
 		for _, o := range cfg.Objects {
 			if !o.Ready && o.Reason == "" {
 				t.Fatalf("object %+v is not ready and says nothing about why", o)
 			}
 		}
-		again := load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+		again, err := load([]fileData{{name: "fuzz.yaml", data: b}}, nil, st)
+		if err != nil {
+			t.Fatalf("a second load of the same bytes fails: %v", err)
+		}
 		if errString(cfg.Err()) != errString(again.Err()) {
 			t.Fatalf("two reads of the same bytes differ:\n%v\n%v", cfg.Err(), again.Err())
 		}
@@ -70,4 +94,34 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// FuzzExpandedSize checks the measure that bounds alias expansion against what the
+// document really expands to: the JSON that sigs.k8s.io/yaml makes of it is never more
+// than six times the measure (a JSON escape is at most six bytes for one), so no
+// document can slip past MaxExpandedBytes by being measured short.
+func FuzzExpandedSize(f *testing.F) {
+	f.Add([]byte(aliasBomb(1000, 100)))
+	f.Add([]byte("a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n"))
+	f.Add([]byte("a: &a {k: \"\\x01\\x02\", 1: 2.5e300, t: 2001-12-14, n: ~}\nb: [*a, *a, {<<: *a, z: true}]\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := expandedSize(b, 1<<20)
+		if bytes.IndexByte(b, '*') < 0 {
+			if n != int64(len(b)) {
+				t.Fatalf("a document without aliases measured %d, its length is %d", n, len(b))
+			}
+			return
+		}
+		if n > 1<<20 {
+			return // refused: not expanded
+		}
+		js, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			return
+		}
+		if int64(len(js)) > 6*n+16 {
+			t.Fatalf("measured %d, expands to %d bytes of JSON", n, len(js))
+		}
+	})
 }

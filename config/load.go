@@ -29,7 +29,7 @@ func Read(paths []string, opts ...Option) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return load(files, refs, st), nil
+	return load(files, refs, st)
 }
 
 // Load reads the configuration at path (a file or a directory) like Read, and fails
@@ -52,41 +52,58 @@ type fileData struct {
 	data []byte
 }
 
-// readFiles lists and reads the configuration files at paths.
+// readFiles lists and reads the configuration files at paths, at most MaxConfigBytes
+// together.
 func readFiles(paths []string) ([]fileData, error) {
+	names, err := listFiles(paths)
+	if err != nil {
+		return nil, err
+	}
 	var files []fileData
+	left := int64(MaxConfigBytes)
+	for _, n := range names {
+		b, err := readBounded(n, left, "the configuration's files together are")
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		left -= int64(len(b))
+		files = append(files, fileData{n, b})
+	}
+	return files, nil
+}
+
+// listFiles names the configuration files at paths: each path that is a file, and the
+// *.yaml and *.yml files of each that is a directory (not subdirectories, not hidden
+// files), in name order.
+func listFiles(paths []string) ([]string, error) {
+	var files []string
 	for _, path := range paths {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		names := []string{path}
-		if fi.IsDir() {
-			entries, err := os.ReadDir(path)
-			if err != nil {
-				return nil, fmt.Errorf("config: %w", err)
-			}
-			names = names[:0]
-			for _, e := range entries {
-				n := e.Name()
-				ext := filepath.Ext(n)
-				if e.IsDir() || strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
-					continue
-				}
-				names = append(names, filepath.Join(path, n))
-			}
-			if len(names) == 0 {
-				return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
-			}
-			sort.Strings(names)
+		if !fi.IsDir() {
+			files = append(files, path)
+			continue
 		}
-		for _, n := range names {
-			b, err := os.ReadFile(n)
-			if err != nil {
-				return nil, fmt.Errorf("config: %w", err)
-			}
-			files = append(files, fileData{n, b})
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
 		}
+		var names []string
+		for _, e := range entries {
+			n := e.Name()
+			ext := filepath.Ext(n)
+			if e.IsDir() || strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
+				continue
+			}
+			names = append(names, filepath.Join(path, n))
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
+		}
+		sort.Strings(names)
+		files = append(files, names...)
 	}
 	return files, nil
 }
@@ -107,19 +124,30 @@ func splitDocuments(data []byte) [][]byte {
 	return append(docs, cur)
 }
 
-// load parses files and resolves them into a configuration.
-func load(files []fileData, refs []RefEntry, st *settings) *Config {
+// load parses files and resolves them into a configuration. The error is for a
+// configuration whose documents expand beyond MaxExpandedBytes: nothing of it is used.
+func load(files []fileData, refs []RefEntry, st *settings) (*Config, error) {
 	l := &loader{st: st, refs: refs, seen: map[string]*parsed{}}
 	cfg := &Config{good: map[string]*parsed{}}
+	left := int64(MaxExpandedBytes)
 	for _, f := range files {
 		cfg.Files = append(cfg.Files, f.name)
+		if len(bytes.TrimSpace(f.data)) == 0 {
+			l.empty = append(l.empty, f.name)
+		}
 		n := 0
 		for _, doc := range splitDocuments(f.data) {
+			// Measured before anything converts the document: an alias bomb is refused
+			// while it is still small.
+			if left -= expandedSize(doc, left); left < 0 {
+				return nil, fmt.Errorf("config: %s: the configuration's documents expand to more than %s with their YAML aliases (config.MaxExpandedBytes; each use of an alias counts what it names)",
+					f.name, mib(MaxExpandedBytes))
+			}
 			l.document(f.name, &n, doc)
 		}
 	}
 	l.resolve(cfg)
-	return cfg
+	return cfg, nil
 }
 
 // loader is the state of one load.
@@ -128,6 +156,7 @@ type loader struct {
 	refs    []RefEntry
 	objects []*parsed          // in file order
 	seen    map[string]*parsed // by key, the first definition
+	empty   []string           // the files that are empty (or only white space)
 }
 
 // document parses one YAML document of file; n counts the documents (and List items)

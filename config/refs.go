@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -32,7 +31,7 @@ func readRefs(path string) ([]RefEntry, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, MaxConfigBytes, "is")
 	if err != nil {
 		return nil, fmt.Errorf("config: refs file: %w", err)
 	}
@@ -41,6 +40,9 @@ func readRefs(path string) ([]RefEntry, error) {
 
 func parseRefs(path string, b []byte) ([]RefEntry, error) {
 	var refs []RefEntry
+	if n := expandedSize(b, MaxExpandedBytes); n > MaxExpandedBytes {
+		return nil, fmt.Errorf("config: refs file %s: expands to more than %s with its YAML aliases (config.MaxExpandedBytes)", path, mib(MaxExpandedBytes))
+	}
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := yaml.UnmarshalStrict(b, &refs); err != nil {
 			return nil, fmt.Errorf("config: refs file %s: want a YAML list of {apiVersion, kind, namespace, name, url}: %w", path, err)

@@ -23,6 +23,13 @@ type node struct {
 // subscriptions to channels, refs to addresses), lowers Sequences and Parallels into
 // channels and subscriptions, and writes every object's status into cfg.
 func (l *loader) resolve(cfg *Config) {
+	cfg.InvalidEventPolicies = l.invalidPolicies() // before last good versions stand in
+	invalidPolicy := map[string]bool{}
+	for _, p := range l.objects {
+		if p.failed() && strings.EqualFold(p.status.Kind, kindEventPolicy) {
+			invalidPolicy[policyAt(p.status)] = true
+		}
+	}
 	live := l.substitutePrevious(cfg)
 	c := &classes{cms: map[string]map[string]string{}}
 	for _, p := range live {
@@ -372,6 +379,9 @@ func (l *loader) resolve(cfg *Config) {
 		}
 		if !st.Ready {
 			st.Address, st.Channel = "", ""
+			if invalidPolicy[policyAt(st)] {
+				st.Reason += "; while it is invalid, this version lets no one in to what it names (every broker and channel of its namespace when spec.to is at fault)"
+			}
 		}
 		cfg.Objects = append(cfg.Objects, st)
 	}
@@ -387,12 +397,17 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 	}
 	live := make([]*parsed, 0, len(l.objects))
 	// A document that could not be parsed at all names no object: every object its file
-	// held last time that is missing now keeps its last good version.
+	// held last time that is missing now keeps its last good version. So does every
+	// object of a file that is empty now: an editor that writes a file in place empties
+	// it first, and a file being written is not an intent to remove its objects.
 	broken := map[string]string{} // file → why
 	for _, p := range l.objects {
 		if p.failed() && p.status.Name == "" {
-			broken[p.status.File] = fmt.Sprintf("document %d: %s", p.status.Document, strings.Join(p.reasons, "; "))
+			broken[p.status.File] = fmt.Sprintf("its file is invalid (document %d: %s); the last good version runs", p.status.Document, strings.Join(p.reasons, "; "))
 		}
+	}
+	for _, f := range l.empty {
+		broken[f] = "its file is empty, taken for a write in progress; the last good version runs until the file holds objects again (to remove them, delete the file or leave only a comment in it)"
 	}
 	if len(broken) > 0 {
 		for _, key := range sortedKeys(prev) {
@@ -403,7 +418,7 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 			}
 			q := *g
 			q.status.Refs = nil
-			q.status.Reason = "its file is invalid (" + why + "); the last good version runs"
+			q.status.Reason = why
 			q.reasons, q.previous = nil, true
 			l.objects = append(l.objects, &q)
 		}
@@ -432,6 +447,11 @@ func (l *loader) substitutePrevious(cfg *Config) []*parsed {
 		live = append(live, p)
 	}
 	return live
+}
+
+// policyAt names an object by where it was read, for the notes on invalid EventPolicies.
+func policyAt(st ObjectStatus) string {
+	return st.File + "\x00" + itoa(st.Document) + "\x00" + st.Name
 }
 
 // childName names a channel or subscription of a Sequence or Parallel the way Knative

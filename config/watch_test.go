@@ -135,3 +135,167 @@ func TestWatch(t *testing.T) {
 	}
 	expectError("no such file or directory")
 }
+
+// TestWatchKeepsObjectsOfAnEmptyFile: an editor that writes a file in place empties it
+// first. An empty file, or one that no longer parses, keeps the last good version of
+// every object it held (reported not ready, saying why); a good file applies again.
+func TestWatchKeepsObjectsOfAnEmptyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sluice.yaml")
+	brokers := func(names ...string) string {
+		var b strings.Builder
+		for _, n := range names {
+			b.WriteString("---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: " + n + "}\n")
+		}
+		return b.String()
+	}
+	if err := os.WriteFile(p, []byte(brokers("a", "b")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan *Config, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Watch(ctx, p, 10*time.Millisecond, func(c *Config) { applied <- c }, func(err error) { t.Errorf("onError(%v)", err) })
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	expect := func(reason string, names ...string) {
+		t.Helper()
+		select {
+		case c := <-applied:
+			var got []string
+			for _, b := range c.Brokers {
+				got = append(got, b.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(names, ",") {
+				t.Fatalf("brokers %v, want %v", got, names)
+			}
+			for _, o := range c.Objects {
+				if o.Name != "" && !strings.Contains(o.Reason, reason) { // not the broken document itself
+					t.Errorf("%s: reason %q, want %q", o.Key(), o.Reason, reason)
+				}
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("apply not called within 20 s")
+		}
+	}
+	expect("", "a", "b")
+	for _, tt := range []struct {
+		name, content, reason string
+		brokers               []string
+	}{
+		{"emptied", "", "its file is empty, taken for a write in progress; the last good version runs", []string{"a", "b"}},
+		{"written again", brokers("a", "c"), "", []string{"a", "c"}},
+		{"white space only", "\n  \n", "its file is empty", []string{"a", "c"}},
+		{"broken", "apiVersion: eventing.knative.dev/v1\nkind: [Broker\n", "its file is invalid (document 1: invalid YAML", []string{"a", "c"}},
+		{"only a comment: its objects are removed", "# nothing here\n", "", nil},
+	} {
+		// Emptied in place, as an editor that saves in place does first; the other
+		// contents are renamed over the file, so that no state between is seen.
+		if tt.content == "" {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := os.WriteFile(p+".tmp", []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p+".tmp", p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Log(tt.name)
+		expect(tt.reason, tt.brokers...)
+	}
+}
+
+// TestWatchReadsOnlyWhatChanged: a tick reads the files only when their names, sizes,
+// modification times or identities changed (and held still for a tick), or when
+// WatchRereadInterval has passed; an unchanged configuration is not read on every tick.
+func TestWatchReadsOnlyWhatChanged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sluice.yaml")
+	write := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: "+name+"}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	st, err := newSettings(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []string
+	w := &watcher{path: p, st: st, first: true,
+		apply:   func(c *Config) { applied = append(applied, c.Brokers[0].Name) },
+		onError: func(err error) { t.Fatal(err) }}
+	ticks := func(n, reads int, brokers string) {
+		t.Helper()
+		for range n {
+			w.check()
+		}
+		if w.reads != reads || strings.Join(applied, ",") != brokers {
+			t.Fatalf("after %d more ticks: %d reads, applied %v; want %d reads, applied %s", n, w.reads, applied, reads, brokers)
+		}
+	}
+	ticks(100, 1, "a") // the first tick reads; the others only look
+	write("bb")        // another size, in place
+	ticks(1, 1, "a")   // seen changing: read once it holds still
+	ticks(1, 2, "a,bb")
+	ticks(100, 2, "a,bb")
+
+	// An edit that keeps the size and the modification time is not seen by the stamps...
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("cc")
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	ticks(100, 2, "a,bb")
+	// ...until the slow re-read.
+	w.lastRead = w.lastRead.Add(-WatchRereadInterval)
+	ticks(1, 3, "a,bb,cc")
+	// A re-read of the same content applies nothing.
+	w.lastRead = w.lastRead.Add(-WatchRereadInterval)
+	ticks(1, 4, "a,bb,cc")
+
+	// A file renamed over it is another file, even with the same size and time.
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: dd}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	ticks(2, 5, "a,bb,cc,dd")
+}
+
+// BenchmarkWatchIdleTick is one tick of the watcher over an unchanged 16 MB
+// configuration: it looks at the file and does not read it.
+func BenchmarkWatchIdleTick(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "sluice.yaml")
+	data := "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\n" + strings.Repeat("# padding padding padding padding padding padding padding padding\n", 16<<20/66)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := newSettings(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &watcher{path: p, st: st, first: true, apply: func(*Config) {}, onError: func(err error) { b.Fatal(err) }}
+	w.check()
+	for b.Loop() {
+		w.check()
+	}
+	if w.reads != 1 {
+		b.Fatalf("%d reads, want 1", w.reads)
+	}
+}

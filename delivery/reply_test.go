@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -300,6 +301,67 @@ func TestReplyOverMaxReplyBytes(t *testing.T) {
 			data, _ := base64.StdEncoding.DecodeString(enc)
 			if !strings.Contains(string(data), "--max-event-bytes") {
 				t.Errorf("knativeerrordata %q does not name --max-event-bytes", data)
+			}
+		})
+	}
+}
+
+// TestReplyAttributeLimit: a reply with 450 ce- headers (more attributes than an event
+// may have, within the response head's bound of MaxResponseHeaderFields) is an invalid
+// reply, as docs/delivery.md says of one: counted, logged with the reason naming the
+// limit, not re-ingested; the delivery itself is done. A reply of exactly 400 attributes
+// is ingested, with the knativebrokerttl the dispatcher adds as its 401st. (A response of
+// 40,000 headers fails the attempt at the head's bound: TestResponseHeadBounded.)
+func TestReplyAttributeLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		exts    int // beside the four required attributes
+		outcome string
+		log     string
+	}{
+		{"at the limit", 396, "ingested", ""},
+		{"450 ce- headers", 450, "invalid", "more than 400 attributes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, _ *event.Event) {
+				h := w.Header()
+				for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "r1", "Ce-Source": "/a", "Ce-Type": "b"} {
+					h[k] = []string{v}
+				}
+				for i := range tt.exts {
+					h["Ce-X"+strconv.Itoa(i)] = []string{"v"}
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			q, pub := newQueue(t)
+			var rs replies
+			var logs strings.Builder
+			m := NewMetrics(nil)
+			d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL}, WithReplier(rs.replier), WithMetrics(m),
+				WithLogger(testLogger(&logs)))
+			run(t, d)
+			pub(newEvent("e1", ExtTTL, "255"))
+			sluicetest.Eventually(t, 60*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+			got := rs.list()
+			if tt.outcome == "ingested" {
+				if len(got) != 1 || len(got[0].Extensions) != tt.exts+1 {
+					t.Fatalf("replier got %d events, want 1 of %d extensions", len(got), tt.exts+1)
+				}
+			} else if len(got) != 0 {
+				t.Errorf("replier got %d events, want none", len(got))
+			}
+			if v := value(m.replies.WithLabelValues("ns/a", tt.outcome)); v != 1 {
+				t.Errorf("replies_total{%s} = %v, want 1", tt.outcome, v)
+			}
+			if v := value(m.delivered.WithLabelValues("ns/a")); v != 1 {
+				t.Errorf("delivered_total = %v, want 1", v)
+			}
+			if n := sub.n.Load(); n != 1 {
+				t.Errorf("subscriber saw %d attempts, want 1", n)
+			}
+			if !strings.Contains(logs.String(), tt.log) {
+				t.Errorf("the log does not say %q:\n%.2000s", tt.log, logs.String())
 			}
 		})
 	}

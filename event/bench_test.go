@@ -134,3 +134,45 @@ func BenchmarkHeaderKeys(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseAttributes parses an event of MaxAttributes attributes (short
+// extensions) in each mode, and a reply of the same headers: the most attributes one
+// event may make a parser look at.
+func BenchmarkParseAttributes(b *testing.B) {
+	const exts = MaxAttributes - 5
+	binaryH := manyAttrHeaders(exts)
+	structured := manyAttrJSON(exts)
+	batch := append(append([]byte{'['}, structured...), ']')
+	for _, bm := range []struct {
+		name string
+		h    http.Header
+		body []byte
+	}{
+		{"binary", binaryH, []byte("hi")},
+		{"structured", http.Header{"Content-Type": {MediaTypeStructured}}, structured},
+		{"batch", http.Header{"Content-Type": {MediaTypeBatch}}, batch},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				evs, err := Parse(bm.h, bm.body)
+				if err != nil || len(evs[0].Extensions) != exts {
+					b.Fatalf("%v", err)
+				}
+			}
+		})
+	}
+	b.Run("reply", func(b *testing.B) {
+		b.ReportAllocs()
+		body := []byte("hi")
+		rd := bytes.NewReader(body)
+		resp := &http.Response{StatusCode: http.StatusOK, Header: binaryH, ContentLength: int64(len(body))}
+		for b.Loop() {
+			rd.Reset(body)
+			resp.Body = nopCloser{rd}
+			if _, err := ReadResponse(resp, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -73,10 +73,29 @@ func DecodeBinary(b []byte) (*Event, error) {
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("%w: attribute %d", errCodec, i)
 		}
-		e.Set(name, val)
+		if isContextAttr(name) {
+			e.Set(name, val)
+			continue
+		}
+		e.Extensions = append(e.Extensions, Extension{Name: name, Value: val})
+	}
+	// One pass, not a search per attribute: an event stored before the attribute limit
+	// may have many.
+	if i := firstDuplicate(len(e.Extensions), func(i int) string { return e.Extensions[i].Name }); i >= 0 {
+		return nil, fmt.Errorf("%w: %s twice", errCodec, e.Extensions[i].Name)
 	}
 	if len(b) > 0 {
 		e.Data = b
 	}
 	return e, nil
+}
+
+// isContextAttr reports whether name is one of the context attributes the specification
+// defines, which Event holds in fields of their own.
+func isContextAttr(name string) bool {
+	switch name {
+	case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema, AttrSubject, AttrTime:
+		return true
+	}
+	return false
 }

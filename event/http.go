@@ -165,15 +165,23 @@ func readBody(r io.Reader, contentLength, maxBytes int64) ([]byte, error) {
 }
 
 // parseBinary reads a binary-mode event: attributes from ce- headers (percent-decoded),
-// datacontenttype from Content-Type, data the body unchanged.
+// datacontenttype from Content-Type, data the body unchanged. It stops at the first
+// attribute over MaxAttributes.
 func parseBinary(h http.Header, body []byte) (*Event, error) {
 	e := &Event{Data: body, DataContentType: headerValue(h, "Content-Type")}
+	n := 0 // attributes seen
+	if e.DataContentType != "" {
+		n++
+	}
 	for k, vs := range h {
 		if len(k) < 4 || (k[0] != 'C' && k[0] != 'c') || (k[1] != 'e' && k[1] != 'E') || k[2] != '-' {
 			continue
 		}
+		if n++; n > MaxAttributes {
+			return nil, tooManyAttributes()
+		}
 		if len(vs) != 1 {
-			return nil, invalid(strings.ToLower(k), "header given %d times", len(vs))
+			return nil, invalid(strings.ToLower(k[3:]), "set more than once (%d %s headers)", len(vs), strings.ToLower(k))
 		}
 		v, err := decodeHeaderValue(vs[0])
 		if err != nil {
@@ -207,7 +215,7 @@ func parseBinary(h http.Header, body []byte) (*Event, error) {
 				e.Set(name, v)
 			default:
 				if e.Extensions == nil {
-					e.Extensions = make([]Extension, 0, len(h))
+					e.Extensions = make([]Extension, 0, min(len(h), MaxAttributes))
 				}
 				e.Extensions = append(e.Extensions, Extension{Name: name, Value: v})
 			}

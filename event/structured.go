@@ -10,32 +10,39 @@ import (
 	"mime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
 
 // ParseStructured parses one event in the JSON event format (application/cloudevents+json).
 func ParseStructured(b []byte) (*Event, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON object: " + jsonReason(err)}
+	if !json.Valid(b) {
+		return nil, &ValidationError{Reason: "not a JSON object: " + syntaxReason(b)}
 	}
-	return fromJSONObject(m)
+	s := &jsonScanner{b: b}
+	if c := s.peek(); c != '{' {
+		return nil, &ValidationError{Reason: "not a JSON object: " + kindOf(c)}
+	}
+	return parseObject(s)
 }
 
 // ParseBatch parses a JSON array of events (application/cloudevents-batch+json).
 func ParseBatch(b []byte) ([]*Event, error) {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, &ValidationError{Reason: "not a JSON array of events: " + jsonReason(err)}
+	if !json.Valid(b) {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + syntaxReason(b)}
 	}
-	evs := make([]*Event, 0, len(raw))
-	for i, r := range raw {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(r, &m); err != nil {
-			return nil, &ValidationError{Reason: fmt.Sprintf("batch[%d]: not a JSON object", i)}
+	s := &jsonScanner{b: b}
+	if c := s.peek(); c != '[' {
+		return nil, &ValidationError{Reason: "not a JSON array of events: " + kindOf(c)}
+	}
+	s.i++
+	var evs []*Event
+	for i := 0; s.more(']'); i++ {
+		if c := s.peek(); c != '{' {
+			return nil, &ValidationError{Reason: fmt.Sprintf("batch[%d]: not a JSON object: %s", i, kindOf(c))}
 		}
-		e, err := fromJSONObject(m)
+		e, err := parseObject(s)
 		if err != nil {
 			return nil, fmt.Errorf("batch[%d]: %w", i, err)
 		}
@@ -44,39 +51,99 @@ func ParseBatch(b []byte) ([]*Event, error) {
 	return evs, nil
 }
 
-func jsonReason(err error) string {
+// syntaxReason says why b is not valid JSON, with encoding/json's words and offset.
+func syntaxReason(b []byte) string {
+	var v json.RawMessage
+	err := json.Unmarshal(b, &v)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("%v (offset %d)", se, se.Offset)
 	}
+	if err == nil { // json.Valid and json.Unmarshal disagree: not expected
+		return "invalid JSON"
+	}
 	return err.Error()
 }
 
-func isNull(r json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(r), []byte("null")) }
+// kindOf names the JSON value that starts with c, for a refusal.
+func kindOf(c byte) string {
+	switch c {
+	case '{':
+		return "found an object"
+	case '[':
+		return "found an array"
+	case '"':
+		return "found a string"
+	case 't', 'f':
+		return "found a boolean"
+	case 'n':
+		return "found null"
+	}
+	return "found a number"
+}
 
-func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
+func isNull(r []byte) bool { return string(r) == "null" }
+
+// parseObject reads the event in the JSON format at s (at its '{') member by member, in
+// one pass: work linear in the object's size, bounded at MaxAttributes attributes
+// (members other than data and data_base64; a null one, an absent attribute, counts
+// too). Unlike decoding into a map, it sees every member: a name given twice is
+// refused, not overwritten, and extensions keep their order. A string value that is not
+// valid UTF-8, raw or as a lone surrogate escape ("\ud800"), is refused rather than
+// decoded to U+FFFD, as binary mode refuses such a value.
+func parseObject(s *jsonScanner) (*Event, error) {
+	s.i++ // the '{'
 	e := &Event{}
-	var data, data64 json.RawMessage
-	for k, r := range m {
+	var data, data64 []byte // nil when absent or null
+	var seenData, seenData64 bool
+	var names []string // attribute members, null ones too, for the duplicate check
+	for s.more('}') {
+		k, err := jsonString(s.value())
+		if err != nil {
+			return nil, &ValidationError{Reason: "not a JSON object: " + err.Error()}
+		}
+		s.colon()
+		r := s.value()
+		switch k {
+		case "data", "data_base64":
+			seen, p := &seenData, &data
+			if k == "data_base64" {
+				seen, p = &seenData64, &data64
+			}
+			if *seen {
+				return nil, invalid(k, "set more than once")
+			}
+			*seen = true
+			if !isNull(r) {
+				*p = r
+			}
+			continue
+		}
+		if len(names) == MaxAttributes {
+			return nil, tooManyAttributes()
+		}
+		if !reservedName(k) && !ValidExtensionName(k) {
+			if !utf8.ValidString(k) {
+				k = strconv.Quote(k) // the refusal stays valid UTF-8
+			}
+			return nil, invalid(k, "extension names must be lower-case letters and digits only")
+		}
+		names = append(names, k)
+		if !validUTF8JSON(r) {
+			return nil, invalid(k, "not valid UTF-8")
+		}
 		if isNull(r) {
 			continue // a null attribute is an absent one
 		}
-		switch k {
-		case "data":
-			data = r
-			continue
-		case "data_base64":
-			data64 = r
-			continue
-		case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema, AttrSubject, AttrTime:
-			var s string
-			if err := json.Unmarshal(r, &s); err != nil {
+		if isContextAttr(k) {
+			v, err := jsonString(r)
+			if err != nil {
 				return nil, invalid(k, "must be a JSON string")
 			}
-			if s == "" {
+			if v == "" {
 				return nil, invalid(k, "empty")
 			}
-			e.Set(k, s)
+			e.Set(k, v)
 			continue
 		}
 		v, err := extensionValue(r)
@@ -85,6 +152,9 @@ func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
 		}
 		e.Extensions = append(e.Extensions, Extension{Name: k, Value: v})
 	}
+	if i := firstDuplicate(len(names), func(i int) string { return names[i] }); i >= 0 {
+		return nil, invalid(names[i], "set more than once")
+	}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,8 +162,8 @@ func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
 	case data != nil && data64 != nil:
 		return nil, invalid("data", "both data and data_base64 are set")
 	case data64 != nil:
-		var s string
-		if err := json.Unmarshal(data64, &s); err != nil {
+		s, err := jsonString(data64)
+		if err != nil {
 			return nil, invalid("data_base64", "must be a JSON string")
 		}
 		d, err := base64.StdEncoding.DecodeString(s)
@@ -104,34 +174,88 @@ func fromJSONObject(m map[string]json.RawMessage) (*Event, error) {
 	case data != nil:
 		if !isJSONContentType(e.DataContentType) && data[0] == '"' {
 			// Non-JSON data carried as a JSON string: the data is the string itself.
-			var s string
-			if err := json.Unmarshal(data, &s); err != nil {
+			if !validUTF8JSON(data) {
+				return nil, invalid("data", "not valid UTF-8 (send such data as data_base64)")
+			}
+			s, err := jsonString(data)
+			if err != nil {
 				return nil, invalid("data", "%v", err)
 			}
 			e.Data = []byte(s)
 		} else {
-			e.Data = bytes.Clone(data)
+			e.Data = bytes.Clone(data) // not the whole body's array, for a batch's events
 		}
 	}
 	return e, nil
 }
 
-// extensionValue turns a JSON extension value into its canonical string form: strings as
-// they are, numbers (integers only, as the spec's Integer type) and booleans as text.
-func extensionValue(r json.RawMessage) (string, error) {
+// validUTF8JSON reports whether the JSON value r (valid JSON) decodes to valid UTF-8: its
+// bytes are valid UTF-8 and every \u escape of a surrogate half (U+D800–U+DFFF) is a high
+// half followed by a low one. encoding/json decodes either fault to U+FFFD.
+func validUTF8JSON(r []byte) bool {
+	if !utf8.Valid(r) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(r[i:], '\\')
+		if j < 0 {
+			return true
+		}
+		i += j + 1 // at the escape's letter: valid JSON has one after every backslash
+		if r[i] != 'u' {
+			i++
+			continue
+		}
+		switch surrogate(r[i+1:]) {
+		case 'h': // must be followed by \u and a low half
+			if len(r) < i+11 || r[i+5] != '\\' || r[i+6] != 'u' || surrogate(r[i+7:]) != 'l' {
+				return false
+			}
+			i += 6
+		case 'l':
+			return false
+		}
+		i += 5
+	}
+}
+
+// surrogate classifies the four hex digits at the start of b (a \u escape's): 'h' for a
+// high surrogate half (D800–DBFF), 'l' for a low one (DC00–DFFF), 0 for anything else.
+func surrogate(b []byte) byte {
+	if len(b) < 4 || (b[0] != 'd' && b[0] != 'D') {
+		return 0
+	}
+	switch b[1] {
+	case '8', '9', 'a', 'A', 'b', 'B':
+		return 'h'
+	case 'c', 'C', 'd', 'D', 'e', 'E', 'f', 'F':
+		return 'l'
+	}
+	return 0
+}
+
+// jsonString decodes r, one valid JSON value, as a string. A
+// string without escapes is its bytes between the quotes: no decoder runs for it.
+func jsonString(r []byte) (string, error) {
+	if len(r) >= 2 && r[0] == '"' && bytes.IndexByte(r, '\\') < 0 {
+		return string(r[1 : len(r)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(r, &s)
+	return s, err
+}
+
+// extensionValue turns a JSON extension value (valid JSON) into
+// its canonical string form: strings as they are, numbers (integers only, as the spec's
+// Integer type) and booleans as text.
+func extensionValue(r []byte) (string, error) {
 	switch r[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(r, &s); err != nil {
-			return "", err
-		}
-		return s, nil
-	case 't', 'f':
-		var b bool
-		if err := json.Unmarshal(r, &b); err != nil {
-			return "", err
-		}
-		return strconv.FormatBool(b), nil
+		return jsonString(r)
+	case 't':
+		return "true", nil
+	case 'f':
+		return "false", nil
 	case '{', '[':
 		return "", errors.New("extension values must be strings, integers or booleans")
 	}

@@ -45,19 +45,36 @@ func ValidExtensionName(name string) bool {
 // reservedName reports names that cannot be extensions: the spec's attributes and the
 // structured-mode members for data.
 func reservedName(name string) bool {
-	switch name {
-	case AttrSpecVersion, AttrID, AttrSource, AttrType, AttrDataContentType, AttrDataSchema,
-		AttrSubject, AttrTime, "data", "data_base64":
-		return true
-	}
-	return false
+	return isContextAttr(name) || name == "data" || name == "data_base64"
 }
 
-// Validate checks e against CloudEvents 1.0: specversion 1.0; id, source and type set;
-// source a URI-reference; dataschema an absolute URI; time RFC 3339; extension names
-// [a-z0-9]+ and unique; every value valid UTF-8; datacontenttype, which binary mode
-// sends as Content-Type without encoding, free of control characters but tab.
+// MaxAttributes bounds the attributes of an event read from outside: its context
+// attributes and extensions together. CloudEvents and Knative set no such limit; Sluice
+// sets one so that the work a request costs is bounded by a number a sender cannot
+// raise. Every parser of HTTP messages (Parse, ParseStructured, ParseBatch,
+// ReadRequest, ReadResponse) refuses an event with more, stopping at the first attribute
+// over the limit. Validate does not check it: the extensions Sluice adds itself
+// (knativebrokerttl, knativearrivaltime) may take an event past it.
+const MaxAttributes = 400
+
+// tooManyAttributes is the refusal of an event over MaxAttributes.
+func tooManyAttributes() *ValidationError {
+	return &ValidationError{Reason: fmt.Sprintf(
+		"more than %d attributes (Sluice accepts at most %d per event, context attributes and extensions together)",
+		MaxAttributes, MaxAttributes)}
+}
+
+// Validate checks e against CloudEvents 1.0: every value valid UTF-8; specversion 1.0;
+// id, source and type set; source a URI-reference; dataschema an absolute URI; time RFC
+// 3339; extension names [a-z0-9]+ and unique; datacontenttype, which binary mode sends as
+// Content-Type without encoding, free of control characters but tab. Its work is linear
+// in the number of extensions.
 func (e *Event) Validate() error {
+	for _, a := range e.contextAttrs() {
+		if !utf8.ValidString(a.value) {
+			return invalid(a.name, "not valid UTF-8")
+		}
+	}
 	if e.SpecVersion != SpecVersion {
 		if e.SpecVersion == "" {
 			return invalid(AttrSpecVersion, "missing")
@@ -89,18 +106,10 @@ func (e *Event) Validate() error {
 			return invalid(AttrTime, "%q is not an RFC 3339 timestamp", e.Time)
 		}
 	}
-	for _, s := range [...]struct{ name, v string }{
-		{AttrID, e.ID}, {AttrSource, e.Source}, {AttrType, e.Type}, {AttrSubject, e.Subject},
-		{AttrDataContentType, e.DataContentType},
-	} {
-		if !utf8.ValidString(s.v) {
-			return invalid(s.name, "not valid UTF-8")
-		}
-	}
 	if !httpascii.ValidValue(e.DataContentType) {
 		return invalid(AttrDataContentType, "holds a control character; it travels as the Content-Type header, which cannot carry one")
 	}
-	for i, x := range e.Extensions {
+	for _, x := range e.Extensions {
 		if !ValidExtensionName(x.Name) {
 			return invalid(x.Name, "extension names must be lower-case letters and digits only")
 		}
@@ -110,13 +119,41 @@ func (e *Event) Validate() error {
 		if !utf8.ValidString(x.Value) {
 			return invalid(x.Name, "not valid UTF-8")
 		}
-		for _, y := range e.Extensions[:i] {
-			if y.Name == x.Name {
-				return invalid(x.Name, "set more than once")
-			}
-		}
+	}
+	if i := firstDuplicate(len(e.Extensions), func(i int) string { return e.Extensions[i].Name }); i >= 0 {
+		return invalid(e.Extensions[i].Name, "set more than once")
 	}
 	return nil
+}
+
+// pairwiseMax is the most names firstDuplicate compares pairwise (at most 28
+// comparisons, no allocation); more go through a set.
+const pairwiseMax = 8
+
+// firstDuplicate returns the index of the first of n names (name(i) is the i-th) that
+// repeats an earlier one, or -1. Its work is linear in n: it calls name at most
+// max(n, pairwiseMax²) times.
+func firstDuplicate(n int, name func(i int) string) int {
+	if n <= pairwiseMax {
+		for i := 1; i < n; i++ {
+			x := name(i)
+			for j := range i {
+				if name(j) == x {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	seen := make(map[string]struct{}, n)
+	for i := range n {
+		x := name(i)
+		if _, ok := seen[x]; ok {
+			return i
+		}
+		seen[x] = struct{}{}
+	}
+	return -1
 }
 
 func unwrapURL(err error) error {

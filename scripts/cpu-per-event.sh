@@ -11,6 +11,8 @@
 #   TRIGGERS=10 scripts/cpu-per-event.sh sluice 2000 8              # 10 matching triggers
 #   BATCH=10 scripts/cpu-per-event.sh sluice 8000 8                 # batched delivery, up to 10 per POST (5 ms wait)
 #   SERVEFLAGS=--lean-http1=false scripts/cpu-per-event.sh sluice 5000 8   # extra flags for sluice serve
+#
+# The receiver's end-to-end latency line (warm-up included) is printed last.
 set -euo pipefail
 what=${1:?sluice or nginx}; rate=${2:?events/s}; secs=${3:-8}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,7 +67,9 @@ read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
 sleep "$mid"
 read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
 wait "$lp"
+kill -INT "${pids[0]}" 2>/dev/null && wait "${pids[0]}" 2>/dev/null || true # the receiver prints its report
 tck=$(getconf CLK_TCK)
 awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v n=$((rate * mid)) -v t="$tck" -v w="$what" -v r="$rate" \
 	'BEGIN { printf "%s at %d ev/s: user %.1f µs/ev, system %.1f µs/ev, total %.1f µs/ev\n", w, r, u*1e6/t/n, s*1e6/t/n, (u+s)*1e6/t/n }'
 grep -E "^Success" "$dir/load.txt" || true
+grep -E "^E2E Latencies" "$dir/receive.log" || true

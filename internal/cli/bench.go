@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,9 @@ func newBenchCmd() *cobra.Command {
 		sloText, label     string
 		direct, quiet, cmp bool
 		settle             time.Duration
+		findMax            bool
+		search             bench.Search
+		precisionPct       float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench (--target URL | --direct) [load flags] [--out DIR] [--slo OBJECTIVES]",
@@ -49,6 +53,15 @@ number is ms); success (% of 2xx), loss (lost events), loss% (of accepted), dup
 (duplicates), errors (failed requests), rate (achieved requests/s). Operators:
 < <= > >= = !=.
 
+--find-max searches for the highest rate that holds the --slo objectives for
+--duration (each step's length): it starts at --start-rate, doubles the rate after
+every step that holds them until one fails (or halves it until one holds), then
+bisects between the highest passing and the lowest failing rate until they are within
+--precision percent, in at most --max-steps steps. It prints every step (rate,
+verdict, the objectives that failed) and "max sustainable: N events/s"; the report
+directory holds the run of the highest passing step, and results.json the search
+(find_max). Exit code 0 when some rate held, 2 when none did.
+
 --compare DIR1 DIR2 renders two earlier runs side by side into --out instead.`,
 		Example: `  # baseline: straight into the receiver, 500 events/s for 10 s
   sluice bench --direct --rate 500 --duration 10s --out report-direct
@@ -59,7 +72,11 @@ number is ms); success (% of 2xx), loss (lost events), loss% (of accepted), dup
     --slo 'p99<50ms,e2e.p99<100ms,loss=0,success>=99.9'
 
   # side by side
-  sluice bench --compare report-direct report-broker --out report-compare`,
+  sluice bench --compare report-direct report-broker --out report-compare
+
+  # the highest rate the broker sustains for 10 s with e2e p99 under 50 ms and no loss
+  sluice bench --target http://127.0.0.1:8080/demo/default --find-max \
+    --slo 'e2e.p99<50ms,loss=0' --duration 10s --start-rate 1000 --precision 5 --out report-max`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmp {
 				if len(args) != 2 {
@@ -86,6 +103,13 @@ number is ms); success (% of 2xx), loss (lost events), loss% (of accepted), dup
 			if err != nil {
 				return err
 			}
+			if findMax {
+				for _, name := range []string{"rate", "pace", "ramp"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--find-max chooses each step's rate itself: drop --%s (the search starts at --start-rate)", name)
+					}
+				}
+			}
 			if !direct && lf.target == "" {
 				return errors.New("--target is required unless --direct")
 			}
@@ -99,6 +123,10 @@ number is ms); success (% of 2xx), loss (lost events), loss% (of accepted), dup
 			o := bench.Options{Load: lo, ReceiverAddr: receiverAddr, Direct: direct, Settle: settle}
 			if !quiet {
 				o.Progress = cmd.ErrOrStderr()
+			}
+			if findMax {
+				search.Objectives, search.StepDuration, search.Precision = objs, lf.duration, precisionPct/100
+				return runFindMax(cmd, o, search, label, out, quiet)
 			}
 			res, err := bench.Run(cmd.Context(), o)
 			if err != nil {
@@ -133,5 +161,78 @@ number is ms); success (% of 2xx), loss (lost events), loss% (of accepted), dup
 	f.StringVar(&label, "label", "", "a name for this run in the report")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress line on stderr")
 	f.BoolVar(&cmp, "compare", false, "compare two report directories given as arguments, into --out")
+	f.BoolVar(&findMax, "find-max", false, "search for the highest rate that holds --slo for --duration (ramp, then bisect)")
+	f.Float64Var(&search.Start, "start-rate", 1000, "--find-max: the first step's rate, requests/s")
+	f.Float64Var(&precisionPct, "precision", 5, "--find-max: stop when the lowest failing rate is within this many percent of the highest passing one")
+	f.IntVar(&search.MaxSteps, "max-steps", 20, "--find-max: at most this many steps")
 	return cmd
+}
+
+// runFindMax runs a --find-max search, prints its steps and result, and writes the
+// report of its highest passing step.
+func runFindMax(cmd *cobra.Command, o bench.Options, s bench.Search, label, out string, quiet bool) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	epr := float64(o.Load.Template.EventsPerRequest())
+	if !quiet {
+		fmt.Fprintf(stderr, "find-max: %s for %s a step, from %.0f events/s, precision %g%%, at most %d steps\n",
+			sloText(s), s.StepDuration, s.Start*epr, 100*s.Precision, s.MaxSteps)
+		s.OnStep = func(st bench.SearchStep) { fmt.Fprintln(stderr, "find-max:", stepLine(st)) }
+	}
+	res, err := bench.FindMax(cmd.Context(), o, s)
+	if res == nil {
+		return err
+	}
+	saved := &report.Saved{Result: res, Label: label, Finished: time.Now()}
+	var pass bool
+	saved.SLO, pass = slo.Check(s.Objectives, res.Metrics())
+	saved.SLOPass = &pass
+	if werr := report.WriteSummary(stdout, saved); werr != nil {
+		return werr
+	}
+	if werr := report.WriteDir(out, saved); werr != nil {
+		return werr
+	}
+	fm := res.FindMax
+	fmt.Fprintf(stdout, "\n== Find max (%s for %s a step)\n", fm.Objectives, fm.StepDuration)
+	for _, st := range fm.Steps {
+		fmt.Fprintln(stdout, stepLine(st))
+	}
+	fmt.Fprintf(stdout, "max sustainable: %.0f events/s\n", fm.MaxEvents)
+	fmt.Fprintf(stdout, "search: %s\n", fm.Stopped)
+	which := "the last step (none passed)"
+	if fm.Max > 0 {
+		which = fmt.Sprintf("the %.0f events/s step", fm.MaxEvents)
+	}
+	fmt.Fprintf(stdout, "\nreport of %s written to %s\n", which, filepath.Join(out, report.HTMLFile))
+	if err != nil {
+		return err
+	}
+	if fm.Max == 0 {
+		return withExitCode(exitSLOFailed, errors.New("find-max: no rate held the objectives"))
+	}
+	return nil
+}
+
+// sloText joins a search's objectives as the user wrote them.
+func sloText(s bench.Search) string {
+	var b strings.Builder
+	for i, o := range s.Objectives {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(o.Text)
+	}
+	return b.String()
+}
+
+// stepLine renders one step: "step 3: 2250 events/s FAIL success>=99: 97.8% FAIL".
+func stepLine(st bench.SearchStep) string {
+	verdict := "PASS"
+	switch {
+	case st.Undecided:
+		verdict = fmt.Sprintf("UNDECIDED: held, but the generator sent only %.0f requests/s", st.Achieved)
+	case !st.Pass:
+		verdict = "FAIL " + strings.Join(st.Failed, "; ")
+	}
+	return fmt.Sprintf("step %2d: %8.0f events/s  %s", st.Step, st.Events, verdict)
 }

@@ -2,7 +2,8 @@
 // trigger points at the receiver, or the receiver itself for a direct baseline), waits
 // for deliveries to settle, and joins what was sent with what arrived: publish and
 // end-to-end latency, send and delivery throughput, failures, and lost events —
-// acknowledged with 2xx by the target but never delivered.
+// acknowledged with 2xx by the target but never delivered. FindMax repeats such runs at
+// rates it chooses (ramp, then bisect) to find the highest that holds a set of objectives.
 package bench
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/sluice-broker/sluice/loadtest/load"
@@ -43,6 +45,9 @@ type Result struct {
 	LostBySecond []uint64      `json:"lost_by_second"`
 	SettleTime   time.Duration `json:"settle_ns"` // time from the end of the load until all arrived (or Settle)
 	Settled      bool          `json:"settled"`   // every accepted event arrived
+	// FindMax is the search of a --find-max run, whose result this is of its highest
+	// passing step (or its last step, if none passed); nil otherwise.
+	FindMax *MaxSearch `json:"find_max,omitempty"`
 }
 
 // Run executes a bench run.
@@ -54,6 +59,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Settle = 10 * time.Second
 	}
 	ln, err := receive.Listen(o.ReceiverAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w: bench runs its own receiver at --receiver-addr %s; stop the receiver already there (such as a 'sluice receive'), or give bench another --receiver-addr that the broker's trigger delivers to", err, o.ReceiverAddr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -216,9 +216,11 @@ const primeDuration = 3 * time.Second
 // plans: full (the committed run) and quick (smoke).
 var (
 	fullPlan = plan{Step: 4 * time.Second, StepWarmup: time.Second, Settle: 5 * time.Second,
-		Half: 15 * time.Second, Overload: 20 * time.Second, Capacity: 12 * time.Second, Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
+		Half: 15 * time.Second, Overload: 10 * time.Second, Reference: 8 * time.Second, Pairs: 3, Capacity: 12 * time.Second,
+		Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
 	quickPlan = plan{Step: time.Second, StepWarmup: 500 * time.Millisecond, Settle: 2 * time.Second,
-		Half: 2 * time.Second, Overload: 4 * time.Second, Capacity: 3 * time.Second, Coarse: 2, Fine: 0, MaxSteps: 4}
+		Half: 2 * time.Second, Overload: 3 * time.Second, Reference: 2 * time.Second, Pairs: 3, Capacity: 3 * time.Second,
+		Coarse: 2, Fine: 0, MaxSteps: 4}
 )
 
 // scenario ramps one scenario and measures latency at half its sustained rate.
@@ -403,7 +405,9 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory floa
 	rate, from := fairSustained(ramp, c)
 	s.logf("overload %s: capacity %.0f/s (%d refused, lost %d%s); ramp sustained %.0f/s; using %s: %.0f/s × %.0f over %d connections for %s",
 		name, c.Delivery, c.Refused, c.Lost, c.Error, ramp, from, rate, factor, conns, s.p.Overload)
-	o, res, err := runOverload(ctx, t, rate, factor, conns, s.p.Overload, settle)
+	o, res, err := runPairs(ctx, t, rate, factor, conns, s.p, settle, func(i int, p overloadPair) {
+		s.logf("overload %s %.0f× pair %d: reference %.0f ev/s, overload %.0f ev/s: %.2f×", name, factor, i+1, p.Reference.Delivery, p.Delivery, p.Ratio)
+	})
 	if err != nil {
 		return &overloadResult{Error: err.Error(), SustainedRate: rate, SustainedFrom: from, RampSustainedRate: ramp, Capacity: c, Rate: factor * rate}
 	}
@@ -414,8 +418,8 @@ func (s *suite) overloadOne(ctx context.Context, sr *scenarioResult, memory floa
 		o.Error = err.Error()
 	}
 	o.ReportDir = "results/" + sub
-	s.logf("overload %s %.0f×: %d requests, %d accepted, %d × 429, %d × 503, %d other, lost %d, delivery %.0f/s (min %.0f) of %.0f, RSS %.1f MiB, probe 429 p99 %.2f ms, health max %.1f ms (%s at %.1f s; %d of %d ≥ 100 ms), alive %v",
-		name, factor, o.Requests, o.Accepted, o.Rejected429, o.Rejected503, o.OtherFailures, o.Lost, o.DeliveryRate, o.MinDeliveryRate, rate,
+	s.logf("overload %s %.0f×: goodput %.2f× (median of %d pairs), %d requests, %d accepted, %d × 429, %d × 503, %d other, lost %d, delivery %.0f/s (min %.0f) of %.0f, RSS %.1f MiB, probe 429 p99 %.2f ms, health max %.1f ms (%s at %.1f s; %d of %d ≥ 100 ms), alive %v",
+		name, factor, o.Goodput, len(o.Pairs), o.Requests, o.Accepted, o.Rejected429, o.Rejected503, o.OtherFailures, o.Lost, o.DeliveryRate, o.MinDeliveryRate, rate,
 		float64(o.PeakRSS)/mib, o.ProbeRejectP99MS, o.HealthMaxMS, o.HealthSlowestPath, o.HealthSlowestAtS, o.HealthOver100, o.HealthAnswers, o.Alive)
 	return o
 }

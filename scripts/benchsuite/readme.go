@@ -14,17 +14,12 @@ func writeREADME(name string, r *results) error {
 		"f0":      func(v float64) string { return fmt.Sprintf("%.0f", v) },
 		"backlog": func() int { return overloadBacklog },
 		"storing": overloadMaxStoring,
+		"pairs":   pairsCell,
 		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
 		"pct":     func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
 		"mib":     func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/mib) },
 		"dur":     func(d time.Duration) string { return d.String() },
-		"ratio": func(a, b float64) string {
-			if b == 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%.2f×", a/b)
-		},
 		"mins": func(a, b time.Time) string {
 			return b.Sub(a).Round(time.Second).String()
 		},
@@ -113,18 +108,22 @@ load (which lasts longer when the broker pushes back): what that channel deliver
 larger of the ramp's sustained rate and that capacity (the one used is in bold below): a
 durable channel's ramp stops early on the latency spikes of its first minutes and
 underestimates what it delivers later, and a 2× run of an underestimate overloads nothing.
-Once the capacity step's backlog has drained, the run sends the factor × that sustained rate for
-{{dur .Plan.Overload}}; a probe sends one event every 50 ms on its own connection, and another, a process of its own, GETs
-/healthz, /readyz and /metrics every 200 ms until the run's accepted events have arrived. Delivery rate is the mean per second received
-over the whole load without its first 5 s, however much longer than {{dur .Plan.Overload}} the broker's pushback made it
-(the generator sends every event of the schedule); the lowest second is shown too; delivered per
-second across the whole run is in each run's delivery-throughput plot.
+Once the capacity step's backlog has drained, the run alternates, on the same broker, {{.Plan.Pairs}} pairs of a
+**reference phase** (the sustained rate over 256 connections, {{dur .Plan.Reference}}'s worth of events; its delivery rate is
+the mean of its load's last seconds) and an **overload phase** (the factor × the sustained rate, {{dur .Plan.Overload}}'s worth); during each
+overload phase a probe sends one event every 50 ms on its own connection, and another, a process of its own, GETs
+/healthz, /readyz and /metrics every 200 ms until the phase's accepted events have arrived. An overload phase's delivery rate is the mean per second received
+over its whole load without its first seconds, however much longer than {{dur .Plan.Overload}} the broker's pushback made it
+(the generator sends every event of the schedule). **Goodput** is the median over the pairs of overload ÷ reference: two
+phases back to back on one broker see the same machine, where two samples minutes apart on a shared machine differ by a third;
+a broker whose delivery collapses when it refuses still fails, since the reference phases are not overloaded. The other
+columns sum the overload phases (or take their worst); the plots are the last phase's.
 
-| channel | factor | conns | sustained ev/s: ramp / capacity | intended ev/s | requests: 2xx / 429 / 503 / other | lost | delivery ev/s (lowest second) | ÷ sustained | probe 429 p99 ms | health max ms | peak RSS MiB | plots |
+| channel | factor | conns | sustained ev/s: ramp / capacity | intended ev/s | requests: 2xx / 429 / 503 / other | lost | overload ev/s (lowest second) | goodput: median of overload / reference | probe 429 p99 ms | health max ms | peak RSS MiB | plots |
 | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
 {{range .Overloads}}{{if .NotRun}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | | not run ({{.NotRun}}) | | | | | | | | |
 {{else if .Error}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | failed: {{.Error}} | | | | | | | | |
-{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{ratio .DeliveryRate .SustainedRate}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [delivery]({{.ReportDir}}/delivery-throughput.png) [send]({{.ReportDir}}/send-throughput.png) [failures]({{.ReportDir}}/send-failures.png) [summary]({{.ReportDir}}/summary.txt) |
+{{else}}| {{.Channel}} | {{f0 .Factor}}× | {{.Connections}} | {{sustCell .}} | {{f0 .Rate}} (achieved {{f0 .Achieved}}) | {{.Accepted}} / {{.Rejected429}} / {{.Rejected503}} / {{.OtherFailures}} | {{.Lost}} | {{f0 .DeliveryRate}} ({{f0 .MinDeliveryRate}}) | {{pairs .}} | {{f2 .ProbeRejectP99MS}} | {{f1 .HealthMaxMS}} | {{mib .PeakRSS}} | [delivery]({{.ReportDir}}/delivery-throughput.png) [send]({{.ReportDir}}/send-throughput.png) [failures]({{.ReportDir}}/send-failures.png) [summary]({{.ReportDir}}/summary.txt) |
 {{end}}{{end}}
 {{with .Batch}}### Batched delivery: N events per POST
 
@@ -223,7 +222,8 @@ deliveries per broker CPU-second, compared with the single trigger's. **Filter c
 scenarios use ` + "`--channel jetstream`" + ` (embedded server, temp ` + "`--data-dir`" + `) and ` + "`--channel kafka`" + `
 (a single KRaft node from ` + "`scripts/kafka.sh`" + ` on the same machine, run when
 ` + "`SLUICE_KAFKA_BROKERS`" + ` is set). **Overload** sends 2× (256 connections) and 4× (2,048
-connections) each channel's sustained rate for {{dur .Plan.Overload}} at a fresh broker, while a probe
+connections) each channel's sustained rate in {{.Plan.Pairs}} phases of {{dur .Plan.Overload}} at a fresh broker, each after a
+reference phase at the sustained rate, while a probe
 sends one event every 50 ms on its own connection and times each answer from the actual
 send, to judge how fast excess requests are refused and whether 429s carry Retry-After;
 the sustained rate it is a multiple of is the larger of the ramp's and a capacity step
@@ -278,6 +278,11 @@ go run ./scripts/benchsuite --scenarios memory,batch        # batched delivery, 
 Outputs: this README, ` + "`results/results.json`" + ` (every step), and per scenario
 ` + "`results/<scenario>/`" + `: ramp plots, and the ` + "`sluice bench`" + ` summary and plots of the latency run.
 `
+
+// pairsCell renders an overload run's goodput and its pairs, "0.97× (8500/8800, …)".
+func pairsCell(o *overloadResult) string {
+	return fmt.Sprintf("%.2f× (%s)", o.Goodput, pairsText(o.Pairs))
+}
 
 // sustainedCell renders an overload run's two sustained rates, "ramp / capacity", the
 // one the run used in bold.

@@ -29,8 +29,10 @@ type plan struct {
 	StepWarmup   time.Duration `json:"step_warmup_ns"`
 	Settle       time.Duration `json:"settle_ns"`
 	Half         time.Duration `json:"half_ns"`
-	Overload     time.Duration `json:"overload_ns"`
-	Capacity     time.Duration `json:"capacity_ns"` // the overload runs' capacity step
+	Overload     time.Duration `json:"overload_ns"`  // one overload phase
+	Reference    time.Duration `json:"reference_ns"` // one reference phase
+	Pairs        int           `json:"pairs"`        // reference and overload phases, alternated
+	Capacity     time.Duration `json:"capacity_ns"`  // the overload runs' capacity step
 	Coarse, Fine float64
 	MaxSteps     int
 }
@@ -135,4 +137,19 @@ type overloadResult struct {
 	CPUSeconds         float64 `json:"broker_cpu_s"`
 	Alive              bool    `json:"broker_alive"`
 	ReportDir          string  `json:"report_dir,omitempty"`
+	// Pairs are the run's phases on its one broker, alternated R O R O …: a reference
+	// phase at SustainedRate, then an overload phase at Rate. The fields above sum (or,
+	// for latencies, rates and the slowest answers, take the worst of) every overload
+	// phase; the per-second series and report are the last one's.
+	Pairs []overloadPair `json:"pairs,omitempty"`
+	// Goodput is the median over Pairs of each overload phase's delivery rate divided by
+	// the reference phase's before it: what the delivery verdict judges.
+	Goodput float64 `json:"goodput"`
+}
+
+// overloadPair is one reference phase and the overload phase after it.
+type overloadPair struct {
+	Reference *capacityResult `json:"reference"` // at the sustained rate, 256 connections
+	Delivery  float64         `json:"overload_delivery_rate"`
+	Ratio     float64         `json:"ratio"` // Delivery / Reference.Delivery (0 if the reference failed)
 }

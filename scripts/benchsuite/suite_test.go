@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func TestVerdicts(t *testing.T) {
 		sc(scFilter, 6500, 9000, 5),     // 0.93: met
 		sc(scJetStream, 3000, 5000, 60), // 0.43 < 0.5, p99 60 > 50
 		{scenario: scenario{Name: scKafka}, NotRun: "no kafka"},
-	}, Overloads: []*overloadResult{{SustainedRate: 7000, DeliveryRate: 6000, PeakRSS: 150 * mib, Requests: 10, Accepted: 5,
+	}, Overloads: []*overloadResult{{SustainedRate: 7000, DeliveryRate: 6000, Goodput: 6000.0 / 7000, Pairs: pairsOf(6000, 7000), PeakRSS: 150 * mib, Requests: 10, Accepted: 5,
 		Rejected429: 5, Probe429: 100, Probe429RetryAfter: 100, ProbeRejectP99MS: 2, Settled: true, Alive: true, HealthMaxMS: 20}},
 		Floor: &floorResult{Rows: []floorRow{{Layout: "pinned", Rate: 5000, NginxCPUUS: 40, SluiceCPUUS: 80, Ratio: 2}}}}
 	got := map[string]verdict{}
@@ -222,7 +223,7 @@ func TestOverloadWasOverload(t *testing.T) {
 		{"took everything at the rate offered", 0, 20000, 19500, notMet, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &overloadResult{SustainedRate: 10000, DeliveryRate: 10000, Rate: tc.rate, Achieved: tc.achieved,
+			o := &overloadResult{SustainedRate: 10000, DeliveryRate: 10000, Goodput: 1, Pairs: pairsOf(10000, 10000), Rate: tc.rate, Achieved: tc.achieved,
 				Rejected429: tc.rejected, Settled: true, Alive: true}
 			var v *verdict
 			for _, x := range overloadVerdicts(o) {
@@ -451,7 +452,7 @@ func TestFairSustained(t *testing.T) {
 
 func TestOverloadVerdictsCapacity(t *testing.T) {
 	base := overloadResult{Channel: scKafka, Factor: 2, Connections: 256, SustainedRate: 9000, SustainedFrom: "capacity", RampSustainedRate: 750,
-		DeliveryRate: 8500, Requests: 100, Accepted: 60, Rejected429: 40, Settled: true, Alive: true,
+		DeliveryRate: 8500, Goodput: 8500.0 / 9000, Pairs: pairsOf(8500, 9000), Requests: 100, Accepted: 60, Rejected429: 40, Settled: true, Alive: true,
 		Capacity: &capacityResult{Delivery: 9000, Accepted: 1000, Refused: 10, Settled: true}}
 	for _, tc := range []struct {
 		name               string
@@ -459,10 +460,21 @@ func TestOverloadVerdictsCapacity(t *testing.T) {
 		delivery, loss     string
 		deliveryMeasuredIn string
 	}{
-		{"judged against the capacity", func(*overloadResult) {}, met, met, "8500 / 9000 ev/s = 0.94× (lowest second 0); sustained: the measured capacity (the ramp's was 750)"},
-		{"judged against the ramp", func(o *overloadResult) {
+		{"judged by the pairs", func(*overloadResult) {}, met, met, "median 0.94× of 1 pairs (overload / reference ev/s: 8500/9000; lowest overload second 0); sustained: the measured capacity (the ramp's was 750)"},
+		{"sustained from the ramp", func(o *overloadResult) {
 			o.SustainedRate, o.SustainedFrom, o.RampSustainedRate, o.Capacity.Delivery = 10000, "ramp", 10000, 7000
-		}, notMet, met, "sustained: the ramp's (measured capacity 7000)"},
+		}, met, met, "sustained: the ramp's (measured capacity 7000)"},
+		{"a collapse under overload", func(o *overloadResult) {
+			o.Pairs, o.Goodput = append(pairsOf(3000, 9000), pairsOf(2500, 8800)...), 0.3
+		}, notMet, met, "3000/9000, 2500/8800"},
+		{"a loss in a reference phase", func(o *overloadResult) {
+			o.Pairs = pairsOf(8500, 9000)
+			o.Pairs[0].Reference.Lost = 2
+		}, met, notMet, "8500/9000"},
+		{"a reference phase not settled", func(o *overloadResult) {
+			o.Pairs = pairsOf(8500, 9000)
+			o.Pairs[0].Reference.Settled = false
+		}, met, notMet, "8500/9000"},
 		{"capacity step failed", func(o *overloadResult) {
 			o.SustainedRate, o.SustainedFrom, o.Capacity.Error = 750, "ramp", "boom"
 		}, met, met, "capacity step failed: boom"},
@@ -517,7 +529,8 @@ func TestREADMEBatchAndOverload(t *testing.T) {
 	b.Rows = append(b.Rows, batchRow{N: 1000, NotRun: "just because"})
 	r := &results{Plan: fullPlan, LoadAvg: map[string]string{}, Batch: b,
 		Overloads: []*overloadResult{{Channel: scJetStream, Factor: 2, Connections: 256, SustainedRate: 9000, SustainedFrom: "capacity",
-			RampSustainedRate: 3798, Capacity: &capacityResult{Delivery: 9000, Refused: 3}, Rate: 18000, DeliveryRate: 8500, ReportDir: "results/x"}}}
+			RampSustainedRate: 3798, Capacity: &capacityResult{Delivery: 9000, Refused: 3}, Rate: 18000, DeliveryRate: 8500, ReportDir: "results/x",
+			Goodput: 0.94, Pairs: append(pairsOf(8500, 9000), pairsOf(8400, 8900)...)}}}
 	name := filepath.Join(t.TempDir(), "README.md")
 	if err := writeREADME(name, r); err != nil {
 		t.Fatal(err)
@@ -539,7 +552,8 @@ func TestREADMEBatchAndOverload(t *testing.T) {
 		"rises ×1.3 per\nstep from that rate until a step fails (the usual pass criteria; at most 7 steps",
 		"| 1000 | not run (just because) |",
 		"| jetstream | 2× | 256 | 3798 / **9000** | 18000 (achieved 0) |",
-		"| 8500 (0) | 0.94× |",
+		"| 8500 (0) | 0.94× (8500/9000, 8400/8900) |",
+		"**reference phase**",
 		"capacity step",
 	} {
 		if !strings.Contains(got, want) {
@@ -614,5 +628,55 @@ func TestLoadSeconds(t *testing.T) {
 	}
 	if got := loadSeconds(&bench.Result{}, 12*time.Second); got != 12 {
 		t.Errorf("loadSeconds without a load result = %d, want the planned 12", got)
+	}
+}
+
+// pairsOf is one reference/overload pair: the overload phase delivered over, the
+// reference phase ref, nothing lost, everything delivered.
+func pairsOf(over, ref float64) []overloadPair {
+	return []overloadPair{{Reference: &capacityResult{Delivery: ref, Accepted: 100, Settled: true}, Delivery: over, Ratio: over / ref}}
+}
+
+func TestMedianRatio(t *testing.T) {
+	failedRef := overloadPair{Reference: &capacityResult{Error: "boom"}, Delivery: 9000}
+	for _, tc := range []struct {
+		name  string
+		pairs []overloadPair
+		want  float64
+	}{
+		{"none", nil, 0},
+		{"one", pairsOf(9000, 10000), 0.9},
+		{"odd: the middle one, not the mean", append(append(pairsOf(1000, 10000), pairsOf(9500, 10000)...), pairsOf(9800, 10000)...), 0.95},
+		{"even: the mean of the middle two", append(append(append(pairsOf(8000, 10000), pairsOf(9000, 10000)...), pairsOf(9500, 10000)...), pairsOf(30000, 10000)...), 0.925},
+		{"a failed reference counts as 0", append(append(pairsOf(9500, 10000), pairsOf(9600, 10000)...), failedRef), 0.95},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := medianRatio(tc.pairs); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("medianRatio = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMergeOverloads(t *testing.T) {
+	a := &overloadResult{Requests: 10, Accepted: 6, Rejected429: 3, Rejected503: 1, Lost: 0, Settled: true, Achieved: 18000,
+		DeliveryRate: 9000, MinDeliveryRate: 7000, HealthMaxMS: 40, HealthSlowestPath: "/metrics", HealthAnswers: 50, HealthOver100: 0,
+		Probe429: 5, Probe429RetryAfter: 5, ProbeRejectP99MS: 3, CPUSeconds: 2, PeakRSS: 100, Alive: true, ReportDir: "a"}
+	b := &overloadResult{Requests: 20, Accepted: 15, Rejected429: 5, Lost: 1, Settled: false, Achieved: 15000,
+		DeliveryRate: 8000, MinDeliveryRate: 7500, HealthMaxMS: 120, HealthSlowestPath: "/readyz", HealthAnswers: 60, HealthOver100: 1,
+		Probe429: 7, Probe429RetryAfter: 6, ProbeRejectP99MS: 2, CPUSeconds: 3, PeakRSS: 150, Alive: true, ReportDir: "b"}
+	c := &overloadResult{Requests: 5, Accepted: 5, Settled: true, Achieved: 19000, DeliveryRate: 9500, MinDeliveryRate: 9000,
+		HealthMaxMS: 10, HealthSlowestPath: "/healthz", HealthAnswers: 40, Probe429: 0, ProbeRejectP99MS: 1, CPUSeconds: 1,
+		PeakRSS: 160, Alive: false, ReportDir: "c"}
+	m := mergeOverloads([]*overloadResult{a, b, c})
+	want := overloadResult{Requests: 35, Accepted: 26, Rejected429: 8, Rejected503: 1, Lost: 1, Settled: false, Achieved: 15000,
+		DeliveryRate: 9000, MinDeliveryRate: 7000, HealthMaxMS: 120, HealthSlowestPath: "/readyz", HealthAnswers: 150, HealthOver100: 1,
+		Probe429: 12, Probe429RetryAfter: 11, ProbeRejectP99MS: 3, CPUSeconds: 6, PeakRSS: 160, Alive: false, ReportDir: "c"}
+	if !reflect.DeepEqual(*m, want) {
+		t.Errorf("merged:\n%+v\nwant\n%+v", *m, want)
+	}
+	// The phases themselves are left as they were.
+	if a.Requests != 10 || c.Requests != 5 {
+		t.Errorf("mergeOverloads changed its phases: %d, %d requests", a.Requests, c.Requests)
 	}
 }
