@@ -8,6 +8,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -101,9 +102,13 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 }
 
 // reply is the delivery.Replier of the broker's triggers: a reply re-enters through the
-// same routing path as an ingested event. The dispatcher has already applied the TTL.
+// same routing path as an ingested event, and counts against the broker's rate
+// (replyRate). The dispatcher has already applied the TTL.
 func (b *Broker) reply(ctx context.Context, e *event.Event) error {
 	if err := e.Validate(); err != nil {
+		return fmt.Errorf("reply %s: %w", e.ID, err)
+	}
+	if err := b.replyRate(ctx); err != nil {
 		return fmt.Errorf("reply %s: %w", e.ID, err)
 	}
 	e.Set(ExtArrivalTime, b.srv.arrival.now()) // as Knative's ingress stamps a reply
@@ -114,8 +119,11 @@ func (b *Broker) reply(ctx context.Context, e *event.Event) error {
 // defaultTTL is delivery.DefaultTTL as an extension value, formatted once.
 var defaultTTL = strconv.Itoa(delivery.DefaultTTL)
 
-// stampTTL sets the loop-guard extension on an event that enters from outside and
-// rejects one whose TTL is spent.
+// stampTTL sets the loop-guard extension on an event that enters from outside: absent,
+// it is delivery.DefaultTTL (255), as Knative's broker sets it; above that it is lowered
+// to it, so that a sender cannot buy an event more rounds of replies than Knative gives
+// one (a TTL of a thousand would be a thousand deliveries from one request). An event
+// whose TTL is spent is refused.
 func stampTTL(e *event.Event) error {
 	v, ok := e.Get(delivery.ExtTTL)
 	if !ok {
@@ -123,11 +131,14 @@ func stampTTL(e *event.Event) error {
 		return nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return &event.ValidationError{Attribute: delivery.ExtTTL, Reason: fmt.Sprintf("%q is not an integer", v)}
 	}
 	if n <= 0 {
 		return &event.ValidationError{Attribute: delivery.ExtTTL, Reason: "TTL exhausted; the event is looping"}
+	}
+	if n > delivery.DefaultTTL {
+		e.Set(delivery.ExtTTL, defaultTTL)
 	}
 	return nil
 }

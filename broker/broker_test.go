@@ -28,6 +28,11 @@ func TestStampTTL(t *testing.T) {
 		{"0", "", "TTL exhausted"},
 		{"-3", "", "TTL exhausted"},
 		{"ten", "", "not an integer"},
+		{"255", "255", ""},
+		{"256", "255", ""},
+		{"2147483648", "255", ""},
+		{"99999999999999999999999", "255", ""},
+		{"-99999999999999999999999", "", "TTL exhausted"},
 	}
 	for _, tt := range tests {
 		e := &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t"}

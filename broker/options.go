@@ -40,6 +40,7 @@ type options struct {
 	deadLetters     delivery.DeadLetterHook // nil: none (deadletters.go)
 	authorizer      Authorizer
 	tokens          delivery.TokenSource
+	denyEgress      delivery.DenyList // --deny-egress
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
@@ -108,6 +109,11 @@ func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWa
 // 64 capped its ingress, 1,024 delivered about a tenth more than no bound. Default 0:
 // no bound. The gauge sluice_ingress_storing_requests shows the count per broker.
 func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n } }
+
+// WithDenyEgress makes deliveries (to subscribers, reply URLs and dead-letter sinks)
+// refuse to connect to any address in deny, checked at dial time on the resolved
+// address: such a delivery fails without a retry and is dead-lettered. Default: none.
+func WithDenyEgress(deny delivery.DenyList) Option { return func(o *options) { o.denyEgress = deny } }
 
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }

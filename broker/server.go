@@ -66,7 +66,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		o.registry = prometheus.NewRegistry()
 	}
 	s := &Server{
-		opts: o, log: o.logger, client: delivery.NewClient(),
+		opts: o, log: o.logger, client: delivery.NewClient(delivery.WithDenyEgress(o.denyEgress)),
 		metrics: NewMetrics(o.registry), deliveryMetrics: delivery.NewMetrics(o.registry),
 	}
 	s.life, s.end = context.WithCancel(context.Background())

@@ -169,6 +169,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithTracer(b.srv.opts.tracer),
 		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
 		delivery.WithTokenSource(b.srv.opts.tokens),
+		delivery.WithMaxReplyBytes(b.srv.opts.maxEventBytes), // a reply is held to an event's bound
 	}, extra...)
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)

@@ -133,7 +133,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 		return
 	}
 	p := t.Policy
-	if (o.err != nil || Retryable(o.status)) && c.attempt < p.attempts() {
+	if !o.final && (o.err != nil || Retryable(o.status)) && c.attempt < p.attempts() {
 		wait := p.Wait(c.attempt, rand.Float64)
 		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {
 			wait = p.retryAfterWait(wait, o.retryAfter)
@@ -208,6 +208,7 @@ func sendBatch(ctx context.Context, c *http.Client, t *resolved, jobs []*job, au
 	if err != nil {
 		o.err = err
 		o.timedOut = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		o.final = errors.Is(err, ErrEgressDenied)
 		o.errData = []byte("dispatch error: " + err.Error())
 		return o
 	}

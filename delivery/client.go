@@ -1,10 +1,26 @@
 package delivery
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
 )
+
+// ClientOption configures NewClient.
+type ClientOption func(*clientConfig)
+
+type clientConfig struct {
+	deny DenyList
+}
+
+// WithDenyEgress makes the client refuse to connect to any address in deny (the
+// --deny-egress flag of `sluice serve`), checked on the address each connection is
+// dialed to, after name resolution: a delivery there fails, is not retried, and is
+// dead-lettered (ErrEgressDenied). Default: none.
+func WithDenyEgress(deny DenyList) ClientOption {
+	return func(c *clientConfig) { c.deny = deny }
+}
 
 // NewClient returns the HTTP client Sluice delivers with, meant to be shared by every
 // dispatcher of a process. Go's default keeps 2 idle connections per host, so at tens of
@@ -18,30 +34,58 @@ import (
 // without net/http's per-connection goroutines; https:// ones through net/http's
 // Transport, verified against the system's CAs, over HTTP/2 when the subscriber offers
 // it in the TLS handshake (as Knative's dispatcher does) and HTTP/1.1 otherwise. A
-// Target's CACerts get a client of their own. Redirects are not followed: a 3xx is a failed delivery. Per-attempt
-// timeouts come from the request context (Policy.Timeout), not from the client.
-func NewClient() *http.Client {
+// Target's CACerts get a client of their own, with the same deny-list. Redirects are not
+// followed: a 3xx is a failed delivery. Per-attempt timeouts come from the request
+// context (Policy.Timeout), not from the client. Response heads are bounded by
+// MaxResponseHeaderBytes and MaxResponseHeaderFields on every transport.
+func NewClient(opts ...ClientOption) *http.Client {
+	var cfg clientConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d := cfg.dialer()
+	t := newHTTPTransport(d, nil)
+	t.MaxIdleConns = 16384
+	t.WriteBufferSize = 16 << 10
+	t.ReadBufferSize = 8 << 10
+	return &http.Client{
+		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout, cfg.deny),
+		CheckRedirect: noRedirects,
+	}
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// dialer is the dialer of every delivery connection: 5 s to connect, 30 s TCP
+// keep-alive, and the deny-list checked on the address dialed.
+func (c clientConfig) dialer() *net.Dialer {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if len(c.deny) > 0 {
+		d.Control = c.deny.control
+	}
+	return d
+}
+
+// newHTTPTransport is net/http's transport for https destinations (tc nil: the system's
+// CAs): HTTP/2 when offered in the TLS handshake, HTTP/1.1 otherwise, no proxy, no
+// compression, response heads bounded by MaxResponseHeaderBytes.
+func newHTTPTransport(d *net.Dialer, tc *tls.Config) *http.Transport {
 	t := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
-		MaxConnsPerHost:       DefaultMaxConnsPerHost,
-		IdleConnTimeout:       DefaultIdleTimeout,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ExpectContinueTimeout: 0,
-		ForceAttemptHTTP2:     false,
-		DisableCompression:    true,
-		WriteBufferSize:       16 << 10,
-		ReadBufferSize:        8 << 10,
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		TLSClientConfig:        tc,
+		MaxIdleConnsPerHost:    1024,
+		MaxConnsPerHost:        DefaultMaxConnsPerHost,
+		IdleConnTimeout:        DefaultIdleTimeout,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ExpectContinueTimeout:  0,
+		ForceAttemptHTTP2:      false,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true) // negotiated over TLS only: http:// never reaches this transport
 	t.Protocols = &protos
-	return &http.Client{
-		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return t
 }

@@ -83,7 +83,7 @@ type Dispatcher struct {
 // NewDispatcher returns a dispatcher that delivers the messages of c to t. An invalid
 // target URL is logged and returned by Run.
 func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
-	d := &Dispatcher{c: c, adaptive: true, maxReply: defaultMaxRepl, waiting: make(map[*job]struct{}),
+	d := &Dispatcher{c: c, adaptive: true, maxReply: DefaultMaxReplyBytes, waiting: make(map[*job]struct{}),
 		started: make(chan struct{}), done: make(chan struct{})}
 	for _, o := range opts {
 		o(d)
@@ -100,7 +100,7 @@ func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 	if d.metrics == nil {
 		d.metrics = NewMetrics(nil)
 	}
-	r, err := resolve(t)
+	r, err := resolve(t, denyListOf(d.client))
 	if err != nil {
 		d.bad = fmt.Errorf("trigger %s: %w", t.Name, err)
 		d.log.Error("invalid delivery target", "err", err)
@@ -126,7 +126,7 @@ func (d *Dispatcher) Limit() int { return d.lim.current() }
 // take effect from the next attempt; messages held are not lost. An invalid target is
 // logged and ignored (the old one stays). MaxPending cannot change.
 func (d *Dispatcher) Update(t Target) {
-	r, err := resolve(t)
+	r, err := resolve(t, denyListOf(d.client))
 	if err != nil {
 		d.log.Error("invalid delivery target; keeping the previous one", "err", err)
 		return

@@ -31,8 +31,10 @@
 //
 // # Replies
 //
-// A 2xx carrying a CloudEvent (binary or structured) is a reply. Its knativebrokerttl is
-// the delivered event's minus one (255 when absent); at zero it is dropped, counted
+// A 2xx carrying a CloudEvent (binary or structured) is a reply, its body at most
+// WithMaxReplyBytes (a larger one fails the delivery for good: dead-lettered). Its
+// knativebrokerttl is the delivered event's minus one (255 when absent or larger); at
+// zero it is dropped, counted
 // (loop_stopped_total) and logged. Otherwise it goes to the target's ReplyURL (POSTed
 // with the same policy, dead-lettered like an event when that fails) or to the Replier,
 // which re-ingests it into the broker. A Replier error fails the delivery, which is then
@@ -57,7 +59,10 @@
 // most DefaultMaxConnsPerHost open to one host (shared by the triggers delivering there;
 // a request beyond waits for a connection), closes those idle for DefaultIdleTimeout,
 // and closes a retired trigger's idle ones at once (CloseIdleTo). Informational (1xx)
-// responses are skipped; redirects are not followed (a 3xx is a failed attempt).
+// responses are skipped; redirects are not followed (a 3xx is a failed attempt). A
+// response head over MaxResponseHeaderBytes or MaxResponseHeaderFields is a failed
+// attempt, read no further than the bound. WithDenyEgress refuses connections to the
+// networks of a DenyList, checked on the address dialed: such a delivery is not retried.
 //
 // # Adaptive concurrency
 //

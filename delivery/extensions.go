@@ -24,8 +24,9 @@ const (
 	ExtErrorData = "knativeerrordata"
 )
 
-// DefaultTTL is the knativebrokerttl an event carries after its first ingest. A
-// delivered event without the extension is treated as carrying it.
+// DefaultTTL is the knativebrokerttl an event carries after its first ingest, and the
+// most it may carry: the ingress lowers a larger one to it. A delivered event without
+// the extension, or with a larger value, is treated as carrying it.
 const DefaultTTL = 255
 
 // deadLetterEvent returns a copy of e, without knativebrokerttl, carrying the error
@@ -44,7 +45,8 @@ func deadLetterEvent(e *event.Event, dest string, code int, data []byte) *event.
 	return c
 }
 
-// ttlOf reads knativebrokerttl; missing or invalid counts as DefaultTTL.
+// ttlOf reads knativebrokerttl; missing or invalid counts as DefaultTTL, and a value
+// above it (an event stored before the ingress lowered such values) as DefaultTTL too.
 func ttlOf(e *event.Event) int {
 	v, ok := e.Get(ExtTTL)
 	if !ok {
@@ -54,5 +56,5 @@ func ttlOf(e *event.Event) int {
 	if err != nil {
 		return DefaultTTL
 	}
-	return n
+	return min(n, DefaultTTL)
 }

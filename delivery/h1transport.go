@@ -52,6 +52,7 @@ type h1Transport struct {
 	maxIdle     int
 	maxConns    int
 	idleTimeout time.Duration
+	deny        DenyList // the dialer's (WithDenyEgress), for the clients of CACerts
 
 	mu      sync.Mutex
 	hosts   map[string]*h1Host // host:port → its connections
@@ -69,6 +70,7 @@ type h1Host struct {
 
 type h1Conn struct {
 	c        net.Conn
+	head     headGuard // between c and br: bounds the response heads read
 	br       *bufio.Reader
 	host     string
 	lastUsed time.Time
@@ -127,8 +129,8 @@ const (
 	DefaultIdleTimeout = 90 * time.Second
 )
 
-func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxConns int, idleTimeout time.Duration) *h1Transport {
-	t := &h1Transport{dialer: dialer, fallback: fallback, maxIdle: maxIdle, maxConns: maxConns, idleTimeout: idleTimeout,
+func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxConns int, idleTimeout time.Duration, deny DenyList) *h1Transport {
+	t := &h1Transport{dialer: dialer, fallback: fallback, maxIdle: maxIdle, maxConns: maxConns, idleTimeout: idleTimeout, deny: deny,
 		hosts: make(map[string]*h1Host), kick: make(chan struct{}, 1)}
 	t.bufs.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return t
@@ -190,12 +192,14 @@ func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Requ
 	if _, err := pc.c.Write(buf); err != nil {
 		return nil, true, ctxErr(ctx, dl, err)
 	}
+	pc.head.arm() // nothing is buffered: a connection is reused only with nothing unread
 	if _, err := pc.br.Peek(1); err != nil {
 		return nil, true, ctxErr(ctx, dl, err)
 	}
 	if resp = leanResponse(pc.br); resp == nil {
-		resp, err = readFinalResponse(pc.br, req)
+		resp, err = readGuardedResponse(pc.br, &pc.head, req)
 	}
+	pc.head.disarm()
 	if err != nil {
 		return nil, false, ctxErr(ctx, dl, err)
 	}
@@ -208,9 +212,10 @@ func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Requ
 const max1xx = 5
 
 // readFinalResponse reads the response to req, skipping informational (1xx) responses
-// such as 100 Continue or 103 Early Hints. 101 Switching Protocols is an error: a
-// delivery never asks to upgrade.
-func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+// such as 100 Continue or 103 Early Hints; next, when not nil, is called after each one
+// before the next head is read (the head guard's rearm). 101 Switching Protocols is an
+// error: a delivery never asks to upgrade.
+func readFinalResponse(br *bufio.Reader, req *http.Request, next func() error) (*http.Response, error) {
 	for i := 0; ; i++ {
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
@@ -224,7 +229,26 @@ func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, err
 		case i >= max1xx:
 			return nil, fmt.Errorf("delivery: more than %d informational responses", max1xx)
 		}
+		if next != nil {
+			if err := next(); err != nil {
+				return nil, err
+			}
+		}
 	}
+}
+
+// readGuardedResponse is readFinalResponse on br, which reads through g (armed): after
+// an informational response g guards the next head, and once g tripped its error is the
+// one returned, whatever the parser made of the bytes it was given before.
+func readGuardedResponse(br *bufio.Reader, g *headGuard, req *http.Request) (*http.Response, error) {
+	resp, err := readFinalResponse(br, req, func() error {
+		b, _ := br.Peek(br.Buffered())
+		return g.rearm(b)
+	})
+	if err != nil && g.err != nil {
+		return nil, g.err
+	}
+	return resp, err
 }
 
 // ctxErr prefers the context's error (cancellation) to the I/O error it caused, and
@@ -274,7 +298,10 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 				t.release(host)
 				return nil, false, ctxErr(ctx, dl, err)
 			}
-			return &h1Conn{c: c, br: bufio.NewReaderSize(c, 8<<10), host: host}, false, nil
+			pc := &h1Conn{c: c, host: host}
+			pc.head.r = c
+			pc.br = bufio.NewReaderSize(&pc.head, 8<<10)
+			return pc, false, nil
 		}
 		free := h.free
 		t.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 )
 
 func newTestH1() *h1Transport {
-	return newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 64, time.Minute)
+	return newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 64, time.Minute, nil)
 }
 
 func post(t *testing.T, rt http.RoundTripper, ctx context.Context, url string, body string, h http.Header) (*http.Response, string, error) {
@@ -185,7 +185,7 @@ func TestH1TransportRejectsHeaderInjection(t *testing.T) {
 func TestH1TransportHTTPSFallback(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) }))
 	defer srv.Close()
-	h1 := newH1Transport(net.Dialer{}, srv.Client().Transport, 4, 4, time.Minute)
+	h1 := newH1Transport(net.Dialer{}, srv.Client().Transport, 4, 4, time.Minute, nil)
 	if resp, _, err := post(t, h1, context.Background(), srv.URL, "x", nil); err != nil || resp.StatusCode != 202 {
 		t.Fatalf("https through the fallback: %v %v", resp, err)
 	}
@@ -311,7 +311,7 @@ func TestH1TransportCapsConnectionsPerHost(t *testing.T) {
 	conns := countConns(srv)
 	srv.Start()
 	defer srv.Close()
-	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 2, time.Minute)
+	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 2, time.Minute, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errs := make(chan error, 8)
@@ -373,7 +373,7 @@ func janitorRuns(t *h1Transport) bool {
 func TestH1TransportIdleConnections(t *testing.T) {
 	a, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
 	b, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 16, 200*time.Millisecond)
+	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 16, 200*time.Millisecond, nil)
 	ctx := context.Background()
 	for _, u := range []string{a, b} {
 		if _, _, err := post(t, h1, ctx, u, "x", nil); err != nil {
@@ -427,7 +427,7 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(hold)
-	capped := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute)
+	capped := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute, nil)
 	attempt := func(h1 *h1Transport) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
 		start := time.Now()

@@ -126,7 +126,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		// reason, not the backend's own error (hosts, topics, accounts: docs/security.md);
 		// handleReply logged that.
 		o.errData = replyErrData(err)
-		o.err, o.final = err, errors.Is(err, channel.ErrTooLarge)
+		o.err, o.final = err, errors.Is(err, channel.ErrTooLarge) || errors.Is(err, errReplyTooLarge)
 	}
 	d.failed(ctx, t, j, &o, t.url, j.ev)
 }

@@ -39,6 +39,22 @@ func WithReplier(r Replier) Option { return func(d *Dispatcher) { d.replier = r 
 // means the event is logged as undeliverable as usual). Default: none.
 func WithDeadLetterer(dl DeadLetterer) Option { return func(d *Dispatcher) { d.deadLetterer = dl } }
 
+// WithMaxReplyBytes bounds the body of a reply (a 2xx response carrying an event) the
+// dispatcher reads: the broker passes its --max-event-bytes, so that a reply is held to
+// the bound of an event sent to the ingress. A larger reply fails the delivery for good:
+// the event is dead-lettered, its knativeerrordata naming the limit. Default
+// DefaultMaxReplyBytes.
+func WithMaxReplyBytes(n int64) Option {
+	return func(d *Dispatcher) {
+		if n > 0 {
+			d.maxReply = n
+		}
+	}
+}
+
+// DefaultMaxReplyBytes is the bound on a reply's body without WithMaxReplyBytes.
+const DefaultMaxReplyBytes = 1 << 20
+
 // WithLogger sets the logger. Default: slog.Default(). The dispatcher adds
 // trigger="namespace/name" to every record.
 func WithLogger(l *slog.Logger) Option { return func(d *Dispatcher) { d.log = l } }

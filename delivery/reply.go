@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -20,6 +21,9 @@ import (
 func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *outcome) (*event.Event, error) {
 	tm := d.tm.Load()
 	switch {
+	case errors.Is(o.replyErr, event.ErrTooLarge):
+		tm.replies[replyInvalid].Inc()
+		return nil, fmt.Errorf("%w: the reply is larger than the broker accepts (%d bytes, --max-event-bytes)", errReplyTooLarge, d.maxReply)
 	case o.replyErr != nil:
 		tm.replies[replyInvalid].Inc()
 		d.log.Warn("subscriber replied with an invalid event; reply dropped", "id", j.ev.ID, "err", o.replyErr)
@@ -70,6 +74,10 @@ func (d *Dispatcher) handleReply(ctx context.Context, t *resolved, j *job, o *ou
 	tm.replies[replyIngested].Inc()
 	return nil, nil
 }
+
+// errReplyTooLarge fails a delivery whose reply is over the dispatcher's bound
+// (WithMaxReplyBytes): no retry makes it smaller, so the event is dead-lettered.
+var errReplyTooLarge = errors.New("reply too large")
 
 // replyErrData is what a dead letter says of a reply that was not ingested: for a
 // channel's error (channel.IsKind) its reason (channel.Reason), for anything else (the

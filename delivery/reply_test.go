@@ -243,10 +243,75 @@ func TestNonEventBodyCounted(t *testing.T) {
 	}
 }
 
-// TestReplyAttributeLimit: a reply with 40,000 ce- headers is an invalid reply, as
-// docs/delivery.md says of one: counted, logged with the reason naming the limit, not
-// re-ingested; the delivery itself is done. A reply of exactly 400 attributes is
-// ingested, with the knativebrokerttl the dispatcher adds as its 401st.
+// TestReplyOverMaxReplyBytes: a reply larger than WithMaxReplyBytes (the broker's
+// --max-event-bytes), whether its length is announced or not, is not ingested: the
+// delivery fails for good, without a retry, and the event is dead-lettered naming the
+// limit. A reply at the bound is ingested.
+func TestReplyOverMaxReplyBytes(t *testing.T) {
+	const limit = 1024
+	for _, tc := range []struct {
+		name    string
+		size    int
+		chunked bool
+		ok      bool
+	}{
+		{"at the bound", limit, false, true},
+		{"over, with Content-Length", limit + 1, false, false},
+		{"over, chunked", 4 * limit, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, ev *event.Event) {
+				r := &event.Event{SpecVersion: "1.0", ID: "reply-" + ev.ID, Source: "/a", Type: "b"}
+				event.WriteHeaders(w.Header(), r)
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusOK)
+				body := strings.Repeat("x", tc.size)
+				if tc.chunked {
+					for i := 0; i < len(body); i += 256 {
+						w.Write([]byte(body[i : i+256]))
+						w.(http.Flusher).Flush()
+					}
+					return
+				}
+				w.Write([]byte(body))
+			})
+			dls := newServer(t, nil)
+			q, pub := newQueue(t)
+			var rs replies
+			d := NewDispatcher(q, Target{Name: "ns/a", URL: sub.URL,
+				Policy: Policy{Retry: 3, Delay: time.Millisecond, DeadLetterSink: dls.URL}},
+				WithReplier(rs.replier), WithMaxReplyBytes(limit))
+			run(t, d)
+			pub(newEvent("e1"))
+			sluicetest.Eventually(t, 30*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
+			if tc.ok {
+				if len(rs.list()) != 1 || len(dls.received()) != 0 {
+					t.Fatalf("reply at the bound: %d ingested, %d dead letters; want 1, 0", len(rs.list()), len(dls.received()))
+				}
+				return
+			}
+			if n := sub.n.Load(); n != 1 {
+				t.Errorf("%d attempts; want 1: a reply too large is not retried", n)
+			}
+			got := dls.received()
+			if len(rs.list()) != 0 || len(got) != 1 {
+				t.Fatalf("%d ingested, %d dead letters; want 0, 1", len(rs.list()), len(got))
+			}
+			enc, _ := got[0].ev.Get(ExtErrorData)
+			data, _ := base64.StdEncoding.DecodeString(enc)
+			if !strings.Contains(string(data), "--max-event-bytes") {
+				t.Errorf("knativeerrordata %q does not name --max-event-bytes", data)
+			}
+		})
+	}
+}
+
+// TestReplyAttributeLimit: a reply with 450 ce- headers (more attributes than an event
+// may have, within the response head's bound of MaxResponseHeaderFields) is an invalid
+// reply, as docs/delivery.md says of one: counted, logged with the reason naming the
+// limit, not re-ingested; the delivery itself is done. A reply of exactly 400 attributes
+// is ingested, with the knativebrokerttl the dispatcher adds as its 401st. (A response of
+// 40,000 headers fails the attempt at the head's bound: TestResponseHeadBounded.)
 func TestReplyAttributeLimit(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -255,7 +320,7 @@ func TestReplyAttributeLimit(t *testing.T) {
 		log     string
 	}{
 		{"at the limit", 396, "ingested", ""},
-		{"40000 ce- headers", 40000, "invalid", "more than 400 attributes"},
+		{"450 ce- headers", 450, "invalid", "more than 400 attributes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,9 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"time"
 )
 
 // TokenSource gives the OIDC token to send to a destination that names an audience (a
@@ -27,28 +25,16 @@ func WithTokenSource(ts TokenSource) Option { return func(d *Dispatcher) { d.tok
 
 // caClient returns a client for https destinations verified against the PEM CA
 // certificates caPEM (a Destination's CACerts) instead of the system's: TLS 1.2 at
-// least, HTTP/2 when the destination offers it, HTTP/1.1 otherwise. Like NewClient's, it
-// follows no redirects.
-func caClient(caPEM string) (*http.Client, error) {
+// least, HTTP/2 when the destination offers it, HTTP/1.1 otherwise, and deny (the
+// dispatcher's client's deny-list) checked on every dial. Like NewClient's, it follows
+// no redirects and bounds response heads.
+func caClient(caPEM string, deny DenyList) (*http.Client, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(caPEM)) {
 		return nil, errors.New("CACerts: no PEM certificate in it")
 	}
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	t := &http.Transport{
-		DialContext:         d.DialContext,
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		MaxIdleConnsPerHost: 1024,
-		MaxConnsPerHost:     DefaultMaxConnsPerHost,
-		IdleConnTimeout:     DefaultIdleTimeout,
-		TLSHandshakeTimeout: 5 * time.Second,
-		DisableCompression:  true,
-	}
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetHTTP2(true)
-	t.Protocols = &protos
-	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
+	t := newHTTPTransport(clientConfig{deny: deny}.dialer(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	return &http.Client{Transport: t, CheckRedirect: noRedirects}, nil
 }
 
 // clientFor is c when set (a destination with its own CACerts), else the dispatcher's.

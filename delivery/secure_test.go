@@ -160,7 +160,7 @@ func TestAudienceWithoutToken(t *testing.T) {
 }
 
 func TestBadCACertsRefused(t *testing.T) {
-	if _, err := resolve(Target{Name: "x", URL: "https://a/", CACerts: "not pem"}); err == nil || !strings.Contains(err.Error(), "CACerts") {
+	if _, err := resolve(Target{Name: "x", URL: "https://a/", CACerts: "not pem"}, nil); err == nil || !strings.Contains(err.Error(), "CACerts") {
 		t.Errorf("resolve with bad CACerts: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,10 +18,9 @@ import (
 
 // Header names the sender writes or strips.
 const (
-	hdrTTL         = "Ce-Knativebrokerttl"
-	maxErrData     = 1024     // bytes of a failure's body kept for knativeerrordata
-	maxDrain       = 64 << 10 // bytes of an unwanted body read to keep the connection
-	defaultMaxRepl = 4 << 20
+	hdrTTL     = "Ce-Knativebrokerttl"
+	maxErrData = 1024     // bytes of a failure's body kept for knativeerrordata
+	maxDrain   = 64 << 10 // bytes of an unwanted body read to keep the connection
 )
 
 // outcome is the result of one HTTP attempt.
@@ -129,7 +129,18 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		o.latency = o.end.Sub(start)
 		o.err = err
 		o.timedOut = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		o.final = errors.Is(err, ErrEgressDenied) // the same address is denied next time
 		o.errData = []byte("dispatch error: " + err.Error())
+		return o
+	}
+	if n := headerFields(resp.Header); n > MaxResponseHeaderFields {
+		// net/http's transport (https) bounds the head's bytes only; Sluice's own counts
+		// its fields as it reads them.
+		resp.Body.Close()
+		o.end = monotime.Now()
+		o.latency = o.end.Sub(start)
+		o.err = fmt.Errorf("%w: %d header fields, more than %d (MaxResponseHeaderFields)", ErrResponseHeadTooLarge, n, MaxResponseHeaderFields)
+		o.errData = []byte("dispatch error: " + o.err.Error())
 		return o
 	}
 	o.status = resp.StatusCode
@@ -215,6 +226,15 @@ func (b cancelOnClose) Close() error {
 }
 
 var drainPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// headerFields counts the fields of h.
+func headerFields(h http.Header) int {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	return n
+}
 
 // drain reads and discards at most maxDrain bytes of body, so that the connection can be
 // reused, and returns how many it read.

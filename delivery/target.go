@@ -80,7 +80,9 @@ type resolved struct {
 	subClient, dlsClient *http.Client // for CACerts; nil: the dispatcher's client
 }
 
-func resolve(t Target) (*resolved, error) {
+// resolve parses t's URLs and makes the clients of its CACerts, with deny checked on
+// their dials.
+func resolve(t Target, deny DenyList) (*resolved, error) {
 	r := &resolved{Target: t}
 	if t.Batch < 0 || t.BatchWait < 0 {
 		return nil, fmt.Errorf("delivery: batch %d, wait %v: want 0 or more", t.Batch, t.BatchWait)
@@ -100,12 +102,12 @@ func resolve(t Target) (*resolved, error) {
 		}
 	}
 	if t.CACerts != "" {
-		if r.subClient, err = caClient(t.CACerts); err != nil {
+		if r.subClient, err = caClient(t.CACerts, deny); err != nil {
 			return nil, fmt.Errorf("delivery: subscriber %w", err)
 		}
 	}
 	if t.DeadLetterCACerts != "" {
-		if r.dlsClient, err = caClient(t.DeadLetterCACerts); err != nil {
+		if r.dlsClient, err = caClient(t.DeadLetterCACerts, deny); err != nil {
 			return nil, fmt.Errorf("delivery: deadLetterSink %w", err)
 		}
 	}

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	cesql "github.com/cloudevents/sdk-go/sql/v2"
-	cesqlparser "github.com/cloudevents/sdk-go/sql/v2/parser"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/sluice-broker/sluice/event"
 )
 
 // cesqlFilter is the Subscriptions API "cesql" dialect: a CloudEvents SQL expression,
-// parsed once by github.com/cloudevents/sdk-go/sql/v2. The event passes when the
+// parsed once with the grammar and expressions of github.com/cloudevents/sdk-go/sql/v2
+// (LIKE is Sluice's own: cesqlparse.go). The event passes when the
 // expression evaluates to the boolean true; an evaluation error (a missing attribute, a
 // failed cast, a division by zero…) or a result of another type means no match, as in
 // Knative's cesql filter.
@@ -27,6 +27,14 @@ type cesqlFilter struct {
 
 var _ Filter = (*cesqlFilter)(nil)
 
+// shorten keeps an expression quoted in an error to its first 128 bytes.
+func shorten(expr string) string {
+	if len(expr) <= 128 {
+		return expr
+	}
+	return expr[:128] + "…"
+}
+
 // compileCESQL parses expr; a parse error is returned with the expression.
 //
 // The sdk's parser panics on some malformed input (for example "type = "); such a panic
@@ -34,12 +42,12 @@ var _ Filter = (*cesqlFilter)(nil)
 func compileCESQL(expr string) (f *cesqlFilter, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			f, err = nil, fmt.Errorf("invalid expression %q: parser failed: %v", expr, r)
+			f, err = nil, fmt.Errorf("invalid expression %q: parser failed: %v", shorten(expr), r)
 		}
 	}()
-	parsed, err := cesqlparser.Parse(expr)
+	parsed, err := parseCESQL(expr)
 	if err != nil {
-		return nil, fmt.Errorf("invalid expression %q: %w", expr, err)
+		return nil, fmt.Errorf("invalid expression %q: %w", shorten(expr), err)
 	}
 	return &cesqlFilter{source: expr, expr: parsed}, nil
 }

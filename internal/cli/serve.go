@@ -46,6 +46,7 @@ type serveFlags struct {
 	logLevel        string
 	logFormat       string
 	pprof           bool
+	denyEgress      delivery.DenyList
 	channels        *registry.Registry // --channel and every backend's flags
 	knative         knativeFlags       // --refs, --ref-url-template
 	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
@@ -93,6 +94,7 @@ are watched and reloaded without dropping events.`,
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.Var(&f.denyEgress, "deny-egress", "networks deliveries may not connect to, checked on the resolved address (e.g. 169.254.0.0/16,fd00:ec2::254/128; see docs/security.md)")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ (for profiling under load)")
 	f.channels.Flags(fl)
 	f.knative.register(fl)
@@ -194,6 +196,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
 		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
 		broker.WithMaxStoring(f.maxStoring),
+		broker.WithDenyEgress(f.denyEgress),
 	)...)
 	if err != nil {
 		return err
