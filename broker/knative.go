@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // headerEncoding is the ce- header encoding toward the subscribers of the broker bc
@@ -70,7 +71,7 @@ func (s *Server) Status() []config.ObjectStatus {
 	if a == nil {
 		return nil
 	}
-	out := append([]config.ObjectStatus(nil), a.cfg.Objects...)
+	out := redactObjects(a.cfg.Objects)
 	if len(a.failed) == 0 {
 		return out
 	}
@@ -101,6 +102,24 @@ func (s *Server) Status() []config.ObjectStatus {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// redactObjects returns a copy of objs whose URLs show no credentials (redact.URL): the
+// status is shown to operators and tools, the subscribers' real URLs are not.
+func redactObjects(objs []config.ObjectStatus) []config.ObjectStatus {
+	out := append([]config.ObjectStatus(nil), objs...)
+	for i := range out {
+		out[i].Address = redact.URL(out[i].Address)
+		if len(out[i].Refs) == 0 {
+			continue
+		}
+		refs := append([]config.Resolution(nil), out[i].Refs...)
+		for j := range refs {
+			refs[j].URL = redact.URL(refs[j].URL)
+		}
+		out[i].Refs = refs
 	}
 	return out
 }

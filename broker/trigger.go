@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/filter"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // trigger is one running subscription: its consumer and dispatcher. Its dispatcher runs
@@ -110,7 +111,7 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		return err
 	}
 	b.triggers[name] = t
-	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", target.URL)
+	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", redact.URL(target.URL))
 	return nil
 }
 

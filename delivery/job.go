@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/internal/monotime"
+	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -207,7 +208,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		if err == nil {
 			tm.deadLettered.Inc()
 			d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
-			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", t.dls.String())
+			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", redact.Of(t.dls))
 			d.settle(j)
 			return
 		}
@@ -231,7 +232,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 	if o.ok() {
 		tm.deadLettered.Inc()
 		d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
-		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", t.dls.String())
+		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", redact.Of(t.dls))
 		d.settle(j)
 		return
 	}
@@ -264,10 +265,10 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 	if code == 0 || (o.ok() && o.err != nil) {
 		code = http.StatusInternalServerError // as Knative: network error, timeout, reply failure
 	}
-	dl := deadLetterEvent(ev, dest.String(), code, o.errData)
+	dl := deadLetterEvent(ev, redact.Of(dest), code, o.errData) // shown to the sink: no credentials
 	if t.dls == nil {
 		d.undeliverable(j, dl, tm, "delivery failed and there is no dead-letter sink", false,
-			"dest", dest.String(), "status", o.status, "err", o.err)
+			"dest", redact.Of(dest), "status", o.status, "err", o.err)
 		return
 	}
 	j.phase, j.attempt, j.dls = phaseDeadLetter, 0, dl

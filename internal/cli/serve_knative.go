@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // knativeFlags are how Knative references resolve: --refs and --ref-url-template, for
@@ -68,7 +69,7 @@ func (c *configLog) report(cfg *config.Config) {
 			if r.Via == config.ViaURI {
 				continue
 			}
-			c.log.Info("ref resolved", "object", key, "field", r.Field, "ref", r.Ref, "url", r.URL, "via", r.Via)
+			c.log.Info("ref resolved", "object", key, "field", r.Field, "ref", r.Ref, "url", redact.URL(r.URL), "via", r.Via)
 		}
 	}
 	c.seen = now

@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // EventType is the type of every event a PingSource sends.
@@ -155,7 +156,7 @@ func (r *Runner) Apply(srcs []config.PingSource) error {
 		src := s
 		id := r.cron.Schedule(sched, cron.FuncJob(func() { r.fire(src, sched) }))
 		r.running[key] = entry{src: s, id: id}
-		r.opts.logger.Info("ping source scheduled", "pingsource", key, "schedule", s.Schedule, "sink", s.Sink,
+		r.opts.logger.Info("ping source scheduled", "pingsource", key, "schedule", s.Schedule, "sink", redact.URL(s.Sink),
 			"next", sched.Next(time.Now()).Format(time.RFC3339))
 	}
 	for key, e := range r.running {
@@ -215,7 +216,7 @@ func (r *Runner) fire(src config.PingSource, sched cron.Schedule) {
 		}
 		break
 	}
-	r.opts.logger.Error("ping not delivered", "pingsource", src.Key(), "sink", src.Sink, "id", e.ID, "err", err)
+	r.opts.logger.Error("ping not delivered", "pingsource", src.Key(), "sink", redact.URL(src.Sink), "id", e.ID, "err", err)
 }
 
 // Event is the event src sends at t.

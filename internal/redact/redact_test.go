@@ -1,0 +1,36 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://127.0.0.1:8080/default/default", "http://127.0.0.1:8080/default/default"},
+		{"https://user:password@example.com/hook", "https://user:xxxxx@example.com/hook"},
+		{"https://ghp_abc@example.com/hook", "https://xxxxx@example.com/hook"},
+		{"https://example.com/hook?token=abc&x=1", "https://example.com/hook?token=xxxxx&x=1"},
+		{"https://u:p@example.com/h?access_token=a&api_key=b&apikey=c&key=d&secret=e&password=f&sig=g&signature=h&X-Amz-Signature=i&X-Amz-Credential=j&page=2",
+			"https://u:xxxxx@example.com/h?access_token=xxxxx&api_key=xxxxx&apikey=xxxxx&key=xxxxx&secret=xxxxx&password=xxxxx&sig=xxxxx&signature=xxxxx&X-Amz-Signature=xxxxx&X-Amz-Credential=xxxxx&page=2"},
+		{"https://example.com/h?Token=abc", "https://example.com/h?Token=xxxxx"},
+		{"https://example.com/h?flag&code=abc", "https://example.com/h?flag&code=xxxxx"},
+		{"http://u:p@[::1:bad/?token=abc", Mask},
+		{"", ""},
+	} {
+		if got := URL(tc.in); got != tc.want {
+			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzURL(f *testing.F) {
+	f.Add("https://user:password@example.com/hook?token=abc")
+	f.Add("http://a@b?key=%zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := URL(s)
+		if strings.Contains(s, "://") && strings.Contains(s, "password@") && strings.Contains(out, "password@") {
+			t.Errorf("URL(%q) = %q still shows the password", s, out)
+		}
+	})
+}
