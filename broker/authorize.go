@@ -70,7 +70,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, b *Broker, d 
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 	}
 	s.metrics.rejected.WithLabelValues(b.key, reason).Inc()
-	s.log.Info("request refused", "broker", b.key, "status", d.Status, "sender", d.Sender, "reason", d.Reason)
+	// One line per broker and status every ratelog.Every, and a count of the others: a
+	// flood of refused requests must not flood the log.
+	b.refused.Warn(reason, "request refused", "status", d.Status, "sender", d.Sender, "reason", d.Reason)
 	http.Error(w, oneLine(d.Reason), d.Status)
 	return false
 }
@@ -81,7 +83,7 @@ func (s *Server) authorizeEvents(w http.ResponseWriter, b *Broker, d *Decision, 
 		if !d.admits(e) {
 			s.metrics.rejected.WithLabelValues(b.key, "forbidden").Inc()
 			reason := oneLine(d.Sender + " may not send event " + e.ID + " of type " + e.Type + " to /" + b.key + ": the EventPolicy filters refuse it")
-			s.log.Info("event refused", "broker", b.key, "status", http.StatusForbidden, "sender", d.Sender, "reason", reason)
+			b.refused.Warn("forbidden_event", "event refused", "status", http.StatusForbidden, "sender", d.Sender, "reason", reason)
 			http.Error(w, reason, http.StatusForbidden)
 			return false
 		}

@@ -212,7 +212,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(gathered, promhttp.HandlerOpts{Registry: reg}), f.pprof)
-	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
+	handler = obs.withUI(handler)                                     // GET /ui: the dashboard, ahead of ingress
+	if handler, err = f.security.guardOps(handler, log); err != nil { // --ops-token-file
+		srv.Shutdown(ctx)
+		return err
+	}
 	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log)
 	if err != nil {
 		srv.Shutdown(ctx)
