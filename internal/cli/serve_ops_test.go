@@ -32,7 +32,7 @@ import (
 
 // served is a `sluice serve` run in-process by startServe.
 type served struct {
-	base string       // scheme://127.0.0.1:port
+	base string        // scheme://127.0.0.1:port
 	log  *lockedBuffer // its stderr: the log
 }
 
