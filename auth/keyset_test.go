@@ -147,3 +147,58 @@ func TestJWKSRequiresHTTPS(t *testing.T) {
 		})
 	}
 }
+
+// TestInternalIdentity: a token of this process's Internal proves its object's Knative
+// subject, which the default mode and EventPolicies then judge like any sender's; a
+// token of another process (another key), or one altered, is refused with 401.
+func TestInternalIdentity(t *testing.T) {
+	in, err := NewInternal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewInternal()
+	cfg := loadConfig(t, manifests)
+	a, err := New(WithClientCertificates(), WithInternal(in), WithDefaultMode(AllowSameNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Apply(cfg)
+	sub, good := in.Sender("Trigger", "shop", "t1")
+	if sub != "system:serviceaccount:shop:t1-oidc-eventing.knative.dev-trigger" {
+		t.Errorf("Sender: subject %q", sub)
+	}
+	_, ping := in.Sender("PingSource", "other", "ticker")
+	_, foreign := other.Sender("Trigger", "shop", "t1")
+	_, elsewhere := in.Sender("Trigger", "elsewhere", "t1")
+	forged := strings.Replace(good, "sluice.", "sluice.c3lzdGVtOnNlcnZpY2VhY2NvdW50OnNob3A6eA", 1)
+	for _, tc := range []struct {
+		name, key, authz string
+		status           int
+		reason           string
+	}{
+		{"same namespace", "shop/open", good, 0, ""},
+		{"other namespace", "shop/open", elsewhere, 403, "allow-same-namespace"},
+		{"policy names the PingSource", "shop/orders", ping, 0, ""},
+		{"policy does not name the trigger", "shop/orders", good, 403, "no EventPolicy for it lets this subject in"},
+		{"another process's token", "shop/open", foreign, 401, "internal token does not verify"},
+		{"forged", "shop/open", forged, 401, "internal token does not verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/"+tc.key, nil)
+			r.Header.Set("Authorization", tc.authz)
+			d := a.Authorize(r, tc.key)
+			if d.Status != tc.status || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("Authorize: %d %q, want %d with %q", d.Status, d.Reason, tc.status, tc.reason)
+			}
+			if strings.Contains(d.Reason, "sluice.") {
+				t.Errorf("the reason holds the token: %q", d.Reason)
+			}
+		})
+	}
+	if d := a.AuthorizeSender(sub, "shop/open"); d.Status != 0 {
+		t.Errorf("AuthorizeSender same namespace: %+v", d)
+	}
+	if d := a.AuthorizeSender(sub, "shop/orders"); d.Status != http.StatusForbidden {
+		t.Errorf("AuthorizeSender, a policy that does not name it: %+v", d)
+	}
+}

@@ -40,6 +40,8 @@ type options struct {
 	deadLetters     delivery.DeadLetterHook // nil: none (deadletters.go)
 	authorizer      Authorizer
 	tokens          delivery.TokenSource
+	ownOrigin       string     // WithInternalIdentity
+	identities      Identities // nil: none
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,

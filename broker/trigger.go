@@ -71,7 +71,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		}
 		var opts []delivery.Option
 		if b.isKnBr {
-			opts = append(opts, delivery.WithReplier(b.reply))
+			opts = append(opts, delivery.WithReplier(b.replier(tc)))
 		}
 		if b.durable {
 			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
@@ -171,6 +171,12 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
 		delivery.WithTokenSource(b.srv.opts.tokens),
 	}, extra...)
+	if ids := b.srv.opts.identities; ids != nil {
+		// Its sends to this server carry the trigger's identity (a dead-letter queue's,
+		// those of the trigger it belongs to).
+		_, authz := ids.Sender(tc.Kind, tc.Namespace, tc.Name)
+		opts = append(opts, delivery.WithOwnIngress(b.srv.opts.ownOrigin, authz))
+	}
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)
 	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}

@@ -90,7 +90,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 	}
 	tm.inflight.Inc()
 	var o outcome
-	if authz, err := d.bearer(ctx, t.Audience); err != nil {
+	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
 		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th, authz)
@@ -144,7 +144,12 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 	if d.tracer != nil {
 		ctx, th = d.startAttempt(ctx, t, j, j.reply, u)
 	}
-	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, "")
+	var o outcome
+	if authz, err := d.bearer(ctx, "", u); err != nil { // a reply URL names no audience
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+	}
 	if ctx.Err() != nil {
 		d.release(j)
 		return
@@ -217,7 +222,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		return
 	}
 	var o outcome
-	if authz, err := d.bearer(ctx, t.DeadLetterAudience); err != nil {
+	if authz, err := d.bearer(ctx, t.DeadLetterAudience, t.dls); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
 		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)

@@ -177,7 +177,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	defer obs.close() // after the server has shut down: its last spans are exported
-	secOpts, err := f.security.brokerOptions(ctx)
+	secOpts, pingOpts, err := f.security.brokerOptions(ctx, ingressBaseURL(f.security.scheme(), ln.Addr().String()))
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err := srv.Apply(ctx, cfg); err != nil {
 		log.Error("not every broker started; the others run (sluice status lists them)", "err", err)
 	}
-	pings, err := ping.New(ping.WithLogger(log))
+	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err

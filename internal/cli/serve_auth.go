@@ -45,7 +45,7 @@ func (f *authFlags) check() error {
 // authorizer returns the ingress's authorizer, or nil when neither tokens nor client
 // certificates identify senders (everyone may send, as before). ctx bounds the
 // verifier's key fetches.
-func (f *authFlags) authorizer(ctx context.Context, clientCerts bool) (*auth.Authorizer, error) {
+func (f *authFlags) authorizer(ctx context.Context, clientCerts bool, internal *auth.Internal) (*auth.Authorizer, error) {
 	if f.issuer == "" && !clientCerts {
 		return nil, nil
 	}
@@ -53,7 +53,7 @@ func (f *authFlags) authorizer(ctx context.Context, clientCerts bool) (*auth.Aut
 	if err != nil {
 		return nil, err
 	}
-	opts := []auth.Option{auth.WithDefaultMode(mode)}
+	opts := []auth.Option{auth.WithDefaultMode(mode), auth.WithInternal(internal)}
 	if clientCerts {
 		opts = append(opts, auth.WithClientCertificates())
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/sluice-broker/sluice/auth"
 	"github.com/sluice-broker/sluice/broker"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/internal/httpserver"
+	"github.com/sluice-broker/sluice/source/ping"
 )
 
 // securityFlags are serve's flags for TLS, the HTTP server's limits and sender
@@ -166,22 +168,34 @@ func (f *securityFlags) servers(ln net.Listener, handler http.Handler, connConte
 	return main, plain, nil
 }
 
-// brokerOptions are the broker's options for sender identity and outbound tokens.
-func (f *securityFlags) brokerOptions(ctx context.Context) ([]broker.Option, error) {
+// brokerOptions are the broker's options for sender identity and outbound tokens, and
+// the PingSources' options. With sender identity on, Sluice's own sends to origin (its
+// ingress: deliveries, replies, PingSources) carry the sending object's internal
+// identity (auth.Internal).
+func (f *securityFlags) brokerOptions(ctx context.Context, origin string) ([]broker.Option, []ping.Option, error) {
 	var opts []broker.Option
-	authz, err := f.auth.authorizer(ctx, f.tlsClientCA != "")
+	var pingOpts []ping.Option
+	in, err := auth.NewInternal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	authz, err := f.auth.authorizer(ctx, f.tlsClientCA != "", in)
+	if err != nil {
+		return nil, nil, err
 	}
 	if authz != nil {
-		opts = append(opts, broker.WithAuthorizer(authz))
+		opts = append(opts, broker.WithAuthorizer(authz), broker.WithInternalIdentity(origin, in))
+		pingOpts = append(pingOpts, ping.WithOwnIngress(origin, func(src config.PingSource) string {
+			_, h := in.Sender("PingSource", src.Namespace, src.Name)
+			return h
+		}))
 	}
 	tokens, err := auth.NewTokenFiles(f.auth.tokens)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tokens != nil {
 		opts = append(opts, broker.WithTokenSource(tokens))
 	}
-	return opts, nil
+	return opts, pingOpts, nil
 }
