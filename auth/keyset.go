@@ -55,7 +55,7 @@ func newRemoteKeys(ctx context.Context, jwksURL string, client *http.Client, now
 // payload. A token whose key the set lacks makes it fetch the set again, unless it
 // was fetched less than MinRefetch ago.
 func (k *remoteKeys) VerifySignature(_ context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, k.algs)
+	jws, err := jose.ParseSignedCompact(raw, k.algs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
 	}
