@@ -71,7 +71,7 @@ func (s *Server) Status() []config.ObjectStatus {
 	if a == nil {
 		return nil
 	}
-	out := redactObjects(a.cfg.Objects)
+	out := RedactObjects(a.cfg.Objects)
 	if len(a.failed) == 0 {
 		return out
 	}
@@ -106,9 +106,10 @@ func (s *Server) Status() []config.ObjectStatus {
 	return out
 }
 
-// redactObjects returns a copy of objs whose URLs show no credentials (redact.URL): the
-// status is shown to operators and tools, the subscribers' real URLs are not.
-func redactObjects(objs []config.ObjectStatus) []config.ObjectStatus {
+// RedactObjects returns a copy of objs whose addresses and resolved URLs show no
+// credentials (redact.URL): what GET /status, sluice status and sluice validate show.
+// The running configuration keeps the real URLs.
+func RedactObjects(objs []config.ObjectStatus) []config.ObjectStatus {
 	out := append([]config.ObjectStatus(nil), objs...)
 	for i := range out {
 		out[i].Address = redact.URL(out[i].Address)

@@ -165,7 +165,13 @@ spec:
 	if !strings.Contains(s.log.String(), "alice:xxxxx@") {
 		t.Errorf("the log does not show the redacted subscriber URL:\n%s", s.log.String())
 	}
-	for what, text := range map[string]string{"knativeerrordest": errDest, "/status": status, "/ui/snapshot.json": snapshot, "the log": s.log.String()} {
+	var wide, errOut lockedBuffer
+	Execute(context.Background(), []string{"status", "--addr", s.base, "-o", "wide"}, &wide, &errOut)
+	if !strings.Contains(wide.String(), "token=xxxxx") {
+		t.Errorf("sluice status -o wide does not show the redacted URL: %s %s", wide.String(), errOut.String())
+	}
+	for what, text := range map[string]string{"knativeerrordest": errDest, "/status": status, "/ui/snapshot.json": snapshot,
+		"the log": s.log.String(), "sluice status -o wide": wide.String()} {
 		if strings.Contains(text, password) || strings.Contains(text, token) {
 			t.Errorf("%s shows a credential of the subscriber URL: %s", what, text)
 		}
