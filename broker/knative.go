@@ -113,6 +113,7 @@ func RedactObjects(objs []config.ObjectStatus) []config.ObjectStatus {
 	out := append([]config.ObjectStatus(nil), objs...)
 	for i := range out {
 		out[i].Address = redact.URL(out[i].Address)
+		out[i].Reason = redact.Text(out[i].Reason) // it may quote a uri
 		if len(out[i].Refs) == 0 {
 			continue
 		}

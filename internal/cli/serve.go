@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/internal/bytesize"
+	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/source/ping"
 )
 
@@ -199,7 +200,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	if err := srv.Apply(ctx, cfg); err != nil {
-		log.Error("not every broker started; the others run (sluice status lists them)", "err", err)
+		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
 	}
 	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
 	if err != nil {
@@ -208,7 +209,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 	defer pings.Close(context.Background()) // also before Shutdown, below
 	if err := pings.Apply(cfg.PingSources); err != nil {
-		log.Error("not every PingSource started", "err", err)
+		log.Error("not every PingSource started", "err", redact.Text(err.Error()))
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(gathered, promhttp.HandlerOpts{Registry: reg}), f.pprof)
@@ -242,17 +243,17 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 				first = false
 				clog.report(c)
 				if err := pings.Apply(c.PingSources); err != nil {
-					log.Error("not every PingSource started", "err", err)
+					log.Error("not every PingSource started", "err", redact.Text(err.Error()))
 				}
 				switch err := srv.Apply(watchCtx, c); {
 				case errors.Is(err, broker.ErrShutdown): // too late: shutting down
 				case err != nil:
-					log.Error("config reloaded with errors", "err", err)
+					log.Error("config reloaded with errors", "err", redact.Text(err.Error()))
 				case !initial:
 					log.Info("config reloaded", "brokers", len(c.Brokers))
 				}
 			}, func(err error) {
-				log.Error("config change rejected; keeping the running config", "err", err)
+				log.Error("config change rejected; keeping the running config", "err", redact.Text(err.Error()))
 			}, append(cfgOpts, config.WithPrevious(cfg))...)
 		})
 	}

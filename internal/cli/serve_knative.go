@@ -61,9 +61,9 @@ func (c *configLog) report(cfg *config.Config) {
 		}
 		switch {
 		case o.Skipped:
-			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", o.Reason)
+			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		case !o.Ready:
-			c.log.Error("object not ready", "object", key, "file", o.File, "reason", o.Reason)
+			c.log.Error("object not ready", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		}
 		for _, r := range o.Refs {
 			if r.Via == config.ViaURI {

@@ -127,7 +127,15 @@ spec:
   broker: shop
   subscriber: {uri: %q}
   delivery: {retry: 0, deadLetterSink: {uri: %q}}
-`, subURL, sink.URL), "--log-level", "debug")
+---
+# not ready: its reason quotes the uri
+apiVersion: eventing.knative.dev/v1
+kind: Trigger
+metadata: {name: bad, namespace: demo}
+spec:
+  broker: shop
+  subscriber: {uri: %q}
+`, subURL, sink.URL, "ftp://alice:"+password+"@files.example/x?token="+token), "--log-level", "debug")
 	if err := sluicetest.WaitReady(s.base, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +167,7 @@ spec:
 		return strings.Contains(snapshot, `"dest":"http://alice:`)
 	})
 	_, status := get(t, http.DefaultClient, s.base+"/status", "")
-	if !strings.Contains(status, "token=xxxxx") {
+	if !strings.Contains(status, "token=xxxxx") || !strings.Contains(status, `ftp://alice:xxxxx@files.example/x?token=xxxxx\" is not an absolute`) {
 		t.Errorf("/status does not show the redacted subscriber URL: %s", status)
 	}
 	if !strings.Contains(s.log.String(), "alice:xxxxx@") {

@@ -5,6 +5,7 @@ package redact
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -24,6 +25,20 @@ func URL(s string) string {
 		return Mask
 	}
 	return Of(u)
+}
+
+// urlInText is what Text takes for a URL: a scheme, "://", and what follows up to a
+// space, a quote or an angle bracket.
+var urlInText = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>]+")
+
+// Text returns s with every URL in it (scheme://…, up to a space or a quote) redacted
+// as URL does: for free text that may quote a URL, such as the reason an object is
+// not ready.
+func Text(s string) string {
+	if !strings.Contains(s, "://") || !strings.ContainsAny(s, "@?") {
+		return s
+	}
+	return urlInText.ReplaceAllStringFunc(s, URL)
 }
 
 // Of returns u as a string with its credentials replaced by Mask; see URL. u is not

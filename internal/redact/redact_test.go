@@ -24,6 +24,19 @@ func TestURL(t *testing.T) {
 	}
 }
 
+func TestText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"no URL here", "no URL here"},
+		{`spec.subscriber.uri: "https://u:pw@h/x?token=abc" must be relative`, `spec.subscriber.uri: "https://u:xxxxx@h/x?token=xxxxx" must be relative`},
+		{`parse "http://u:pw@[::1:bad/?token=abc": missing ']' in host`, `parse "xxxxx": missing ']' in host`},
+		{"two: http://a/?key=1 and https://b/?sig=2 end", "two: http://a/?key=xxxxx and https://b/?sig=xxxxx end"},
+	} {
+		if got := Text(tc.in); got != tc.want {
+			t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 // FuzzURL: whatever the text, what URL returns parses (or is Mask) with no password or
 // user name of its own and no secret query value but Mask.
 func FuzzURL(f *testing.F) {
