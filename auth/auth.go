@@ -51,6 +51,7 @@ type options struct {
 	verifier *Verifier
 	certs    bool
 	mode     Mode
+	internal *Internal
 }
 
 // WithVerifier accepts bearer tokens that v verifies.
@@ -59,6 +60,10 @@ func WithVerifier(v *Verifier) Option { return func(o *options) { o.verifier = v
 // WithClientCertificates accepts a verified TLS client certificate as the sender's
 // identity when the request carries no bearer token: the subject's common name.
 func WithClientCertificates() Option { return func(o *options) { o.certs = true } }
+
+// WithInternal accepts the tokens of in: Sluice's own sends to its own ingress, with
+// the identity of the object that sends (Internal).
+func WithInternal(in *Internal) Option { return func(o *options) { o.internal = in } }
 
 // WithDefaultMode sets the mode for targets no EventPolicy names. Default
 // AllowSameNamespace, as in Knative.
@@ -157,6 +162,22 @@ func (a *Authorizer) Authorize(r *http.Request, key string) broker.Decision {
 	if err != nil {
 		return broker.Decision{Status: http.StatusUnauthorized, Reason: err.Error()}
 	}
+	return a.decide(t, key, sub)
+}
+
+// AuthorizeSender decides whether the proven identity sender may post to the broker or
+// channel key: the default mode and the EventPolicies, as for a request. See
+// broker.Authorizer.
+func (a *Authorizer) AuthorizeSender(sender, key string) broker.Decision {
+	t := (*a.targets.Load())[key]
+	if t == nil {
+		return broker.Decision{Status: http.StatusForbidden, Sender: sender, Reason: "no broker or channel at /" + key + " is known to the authorizer"}
+	}
+	return a.decide(t, key, sender)
+}
+
+// decide applies t's EventPolicies, or the default mode, to the proven subject sub.
+func (a *Authorizer) decide(t *target, key, sub string) broker.Decision {
 	if len(t.policies) == 0 && len(t.invalid) == 0 {
 		switch a.opts.mode {
 		case AllowAll:
@@ -222,13 +243,19 @@ func (a *Authorizer) sender(ctx context.Context, r *http.Request, audience strin
 				raw, ok = h[i+1:], true
 			}
 		}
+		raw = strings.TrimSpace(raw)
 		switch {
 		case !ok:
 			return "", errors.New("the Authorization header is not a Bearer token")
+		case a.opts.internal != nil && isInternal(raw):
+			if sub, ok := a.opts.internal.subject(raw); ok {
+				return sub, nil
+			}
+			return "", errors.New("the internal token does not verify (it is good only in the process that made it)")
 		case a.opts.verifier == nil:
 			return "", errors.New("bearer tokens are not accepted here (no --oidc-issuer); send a client certificate")
 		}
-		c, err := a.opts.verifier.verify(ctx, strings.TrimSpace(raw))
+		c, err := a.opts.verifier.verify(ctx, raw)
 		if err != nil {
 			return "", err
 		}

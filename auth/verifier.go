@@ -44,13 +44,17 @@ type claims struct {
 }
 
 // KeySource says where a Verifier gets the issuer's public keys: exactly one of JWKSURL
-// (fetched with Client, refreshed when a token names an unknown key), JWKSFile (read
-// once) or neither (OpenID discovery at the issuer's /.well-known/openid-configuration).
+// (fetched with Client, fetched again when a token names an unknown key, at most once
+// per MinRefetch), JWKSFile (read once) or neither (OpenID discovery at the issuer's
+// /.well-known/openid-configuration, then its jwks_uri as a JWKSURL).
 type KeySource struct {
 	JWKSURL, JWKSFile string
 	// Client fetches the JWKS URL or the discovery document; nil means
 	// http.DefaultClient.
 	Client *http.Client
+	// AllowHTTP accepts plain-HTTP JWKS and discovery URLs (--oidc-allow-http): for
+	// tests and local setups only, as anyone on the path could substitute the keys.
+	AllowHTTP bool
 }
 
 // NewVerifier returns a verifier of issuer's tokens. ctx bounds discovery and the
@@ -70,7 +74,10 @@ func NewVerifier(ctx context.Context, issuer string, keys KeySource) (*Verifier,
 	var ks oidc.KeySet
 	switch {
 	case keys.JWKSURL != "":
-		ks = oidc.NewRemoteKeySet(ctx, keys.JWKSURL)
+		if err := checkHTTPS("--oidc-jwks-url", keys.JWKSURL, keys.AllowHTTP); err != nil {
+			return nil, err
+		}
+		ks = newRemoteKeys(ctx, keys.JWKSURL, keys.Client, func() time.Time { return out.now() })
 	case keys.JWKSFile != "":
 		pub, err := readJWKS(keys.JWKSFile)
 		if err != nil {
@@ -78,12 +85,23 @@ func NewVerifier(ctx context.Context, issuer string, keys KeySource) (*Verifier,
 		}
 		ks = &oidc.StaticKeySet{PublicKeys: pub}
 	default:
+		if err := checkHTTPS("--oidc-issuer (discovery)", issuer, keys.AllowHTTP); err != nil {
+			return nil, err
+		}
 		p, err := oidc.NewProvider(ctx, issuer)
 		if err != nil {
 			return nil, fmt.Errorf("--oidc-issuer %s: discovery (give --oidc-jwks-url or --oidc-jwks-file to skip it): %w", issuer, err)
 		}
-		out.v = p.VerifierContext(ctx, cfg)
-		return out, nil
+		var meta struct {
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := p.Claims(&meta); err != nil || meta.JWKSURI == "" {
+			return nil, fmt.Errorf("--oidc-issuer %s: discovery: no jwks_uri (give --oidc-jwks-url or --oidc-jwks-file)", issuer)
+		}
+		if err := checkHTTPS("--oidc-issuer's jwks_uri", meta.JWKSURI, keys.AllowHTTP); err != nil {
+			return nil, err
+		}
+		ks = newRemoteKeys(ctx, meta.JWKSURI, keys.Client, func() time.Time { return out.now() })
 	}
 	out.v = oidc.NewVerifier(issuer, ks, cfg)
 	return out, nil

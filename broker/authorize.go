@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/sluice-broker/sluice/config"
@@ -19,6 +21,54 @@ type Authorizer interface {
 	// Authorize decides whether r may post to the broker or channel key ("ns/name"),
 	// before its body is read.
 	Authorize(r *http.Request, key string) Decision
+	// AuthorizeSender decides whether the identity sender, already proven, may post to
+	// key: a reply ingested in the process, with the identity of the trigger that got it.
+	AuthorizeSender(sender, key string) Decision
+}
+
+// Identities give Sluice's own sends their sender's identity (package auth's Internal).
+type Identities interface {
+	// Sender returns the identity of the object kind namespace/name ("Trigger",
+	// "Subscription") and the Authorization header value that proves it to this
+	// process's ingress.
+	Sender(kind, namespace, name string) (subject, authorization string)
+}
+
+// WithInternalIdentity gives every trigger's sends to origin (the server's own ingress,
+// "scheme://host:port") the trigger's identity from ids (delivery.WithOwnIngress), and
+// makes the replies ingested in the process pass the Authorizer with that identity, as
+// Knative's broker posts a reply to its ingress with the Trigger's OIDC identity.
+// Default: none (replies are ingested with the broker's authority).
+func WithInternalIdentity(origin string, ids Identities) Option {
+	return func(o *options) { o.ownOrigin, o.identities = origin, ids }
+}
+
+// replier returns the delivery.Replier of the trigger tc: with an authorizer and
+// WithInternalIdentity, a reply must be let in by the authorizer with the trigger's
+// identity, its filters included (403's reason as the error: retried, then
+// dead-lettered); then it re-enters the broker (reply).
+func (b *Broker) replier(tc config.Trigger) delivery.Replier {
+	s := b.srv
+	if s.opts.authorizer == nil || s.opts.identities == nil {
+		return b.reply
+	}
+	sender, _ := s.opts.identities.Sender(tc.Kind, tc.Namespace, tc.Name)
+	return func(ctx context.Context, e *event.Event) error {
+		d := s.opts.authorizer.AuthorizeSender(sender, b.key)
+		if d.Status == 0 && !d.admits(e) {
+			d.Status, d.Reason = http.StatusForbidden, sender+" may not send event "+e.ID+" of type "+e.Type+" to /"+b.key+": the EventPolicy filters refuse it"
+		}
+		if d.Status != 0 {
+			reason := "forbidden"
+			if d.Status == http.StatusUnauthorized {
+				reason = "unauthenticated"
+			}
+			s.metrics.rejected.WithLabelValues(b.key, reason).Inc()
+			b.refused.Warn("reply_"+reason, "reply refused", "status", d.Status, "sender", sender, "reason", d.Reason)
+			return fmt.Errorf("refused (%d): %s", d.Status, oneLine(d.Reason))
+		}
+		return b.reply(ctx, e)
+	}
 }
 
 // Decision is an Authorizer's answer.
@@ -70,7 +120,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, b *Broker, d 
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 	}
 	s.metrics.rejected.WithLabelValues(b.key, reason).Inc()
-	s.log.Info("request refused", "broker", b.key, "status", d.Status, "sender", d.Sender, "reason", d.Reason)
+	// One line per broker and status every ratelog.Every, and a count of the others: a
+	// flood of refused requests must not flood the log.
+	b.refused.Warn(reason, "request refused", "status", d.Status, "sender", d.Sender, "reason", d.Reason)
 	http.Error(w, oneLine(d.Reason), d.Status)
 	return false
 }
@@ -81,7 +133,7 @@ func (s *Server) authorizeEvents(w http.ResponseWriter, b *Broker, d *Decision, 
 		if !d.admits(e) {
 			s.metrics.rejected.WithLabelValues(b.key, "forbidden").Inc()
 			reason := oneLine(d.Sender + " may not send event " + e.ID + " of type " + e.Type + " to /" + b.key + ": the EventPolicy filters refuse it")
-			s.log.Info("event refused", "broker", b.key, "status", http.StatusForbidden, "sender", d.Sender, "reason", reason)
+			b.refused.Warn("forbidden_event", "event refused", "status", http.StatusForbidden, "sender", d.Sender, "reason", reason)
 			http.Error(w, reason, http.StatusForbidden)
 			return false
 		}

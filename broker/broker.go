@@ -38,7 +38,7 @@ type Broker struct {
 	ch      channel.Channel
 	index   atomic.Pointer[filter.Index]
 	log     *slog.Logger
-	refused *ratelog.Logger // requests whose events the channel did not store (ingress.go)
+	refused *ratelog.Logger // requests refused: not stored by the channel (ingress.go), unauthorized (authorize.go)
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // headerEncoding is the ce- header encoding toward the subscribers of the broker bc
@@ -70,7 +71,7 @@ func (s *Server) Status() []config.ObjectStatus {
 	if a == nil {
 		return nil
 	}
-	out := append([]config.ObjectStatus(nil), a.cfg.Objects...)
+	out := RedactObjects(a.cfg.Objects)
 	if len(a.failed) == 0 {
 		return out
 	}
@@ -101,6 +102,26 @@ func (s *Server) Status() []config.ObjectStatus {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// RedactObjects returns a copy of objs whose addresses and resolved URLs show no
+// credentials (redact.URL): what GET /status, sluice status and sluice validate show.
+// The running configuration keeps the real URLs.
+func RedactObjects(objs []config.ObjectStatus) []config.ObjectStatus {
+	out := append([]config.ObjectStatus(nil), objs...)
+	for i := range out {
+		out[i].Address = redact.URL(out[i].Address)
+		out[i].Reason = redact.Text(out[i].Reason) // it may quote a uri
+		if len(out[i].Refs) == 0 {
+			continue
+		}
+		refs := append([]config.Resolution(nil), out[i].Refs...)
+		for j := range refs {
+			refs[j].URL = redact.URL(refs[j].URL)
+		}
+		out[i].Refs = refs
 	}
 	return out
 }

@@ -41,6 +41,8 @@ type options struct {
 	authorizer      Authorizer
 	tokens          delivery.TokenSource
 	denyEgress      delivery.DenyList // --deny-egress
+	ownOrigin       string            // WithInternalIdentity
+	identities      Identities        // nil: none
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/filter"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // trigger is one running subscription: its consumer and dispatcher. Its dispatcher runs
@@ -70,7 +71,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		}
 		var opts []delivery.Option
 		if b.isKnBr {
-			opts = append(opts, delivery.WithReplier(b.reply))
+			opts = append(opts, delivery.WithReplier(b.replier(tc)))
 		}
 		if b.durable {
 			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
@@ -110,7 +111,7 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		return err
 	}
 	b.triggers[name] = t
-	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", target.URL)
+	b.log.Info("trigger started", "broker", b.key, "trigger", name, "subscriber", redact.URL(target.URL))
 	return nil
 }
 
@@ -171,6 +172,12 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithTokenSource(b.srv.opts.tokens),
 		delivery.WithMaxReplyBytes(b.srv.opts.maxEventBytes), // a reply is held to an event's bound
 	}, extra...)
+	if ids := b.srv.opts.identities; ids != nil {
+		// Its sends to this server carry the trigger's identity (a dead-letter queue's,
+		// those of the trigger it belongs to).
+		_, authz := ids.Sender(tc.Kind, tc.Namespace, tc.Name)
+		opts = append(opts, delivery.WithOwnIngress(b.srv.opts.ownOrigin, authz))
+	}
 	d := delivery.NewDispatcher(cons, target, opts...)
 	rctx, cancel := context.WithCancel(b.srv.life)
 	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}

@@ -108,7 +108,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 	}
 	tm.inflight.Inc()
 	var o outcome
-	if authz, err := d.bearer(ctx, t.Audience); err != nil {
+	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
 		o = sendBatch(ctx, d.clientFor(t.subClient), t, c.batch, authz)

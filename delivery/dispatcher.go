@@ -37,6 +37,7 @@ type Dispatcher struct {
 	c            channel.Consumer
 	client       *http.Client
 	tokens       TokenSource
+	own          ownIngress      // WithOwnIngress
 	warn         *ratelog.Logger // warnings that repeat: a missing token, a reply not stored
 	replier      Replier
 	deadLetterer DeadLetterer

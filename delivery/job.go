@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/internal/monotime"
+	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -89,7 +90,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 	}
 	tm.inflight.Inc()
 	var o outcome
-	if authz, err := d.bearer(ctx, t.Audience); err != nil {
+	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
 		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th, authz)
@@ -143,7 +144,12 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 	if d.tracer != nil {
 		ctx, th = d.startAttempt(ctx, t, j, j.reply, u)
 	}
-	o := send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, "")
+	var o outcome
+	if authz, err := d.bearer(ctx, "", u); err != nil { // a reply URL names no audience
+		o = outcome{err: err, errData: []byte(err.Error())}
+	} else {
+		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+	}
 	if ctx.Err() != nil {
 		d.release(j)
 		return
@@ -207,7 +213,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		if err == nil {
 			tm.deadLettered.Inc()
 			d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
-			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", t.dls.String())
+			d.log.Debug("event stored for its dead-letter sink", "id", j.ev.ID, "sink", redact.Of(t.dls))
 			d.settle(j)
 			return
 		}
@@ -216,7 +222,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 		return
 	}
 	var o outcome
-	if authz, err := d.bearer(ctx, t.DeadLetterAudience); err != nil {
+	if authz, err := d.bearer(ctx, t.DeadLetterAudience, t.dls); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
 		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
@@ -231,7 +237,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 	if o.ok() {
 		tm.deadLettered.Inc()
 		d.noteDeadLetter(t.Name, j.dls, "dead_lettered")
-		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", t.dls.String())
+		d.log.Debug("event dead-lettered", "id", j.ev.ID, "sink", redact.Of(t.dls))
 		d.settle(j)
 		return
 	}
@@ -264,10 +270,10 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 	if code == 0 || (o.ok() && o.err != nil) {
 		code = http.StatusInternalServerError // as Knative: network error, timeout, reply failure
 	}
-	dl := deadLetterEvent(ev, dest.String(), code, o.errData)
+	dl := deadLetterEvent(ev, redact.Of(dest), code, o.errData) // shown to the sink: no credentials
 	if t.dls == nil {
 		d.undeliverable(j, dl, tm, "delivery failed and there is no dead-letter sink", false,
-			"dest", dest.String(), "status", o.status, "err", o.err)
+			"dest", redact.Of(dest), "status", o.status, "err", o.err)
 		return
 	}
 	j.phase, j.attempt, j.dls = phaseDeadLetter, 0, dl

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 )
 
 // TokenSource gives the OIDC token to send to a destination that names an audience (a
@@ -22,6 +23,28 @@ type TokenSource interface {
 // dead-lettered) saying so. Default: none, and audiences are ignored: no token is sent,
 // as Knative's dispatcher sends none while its authentication-oidc feature is off.
 func WithTokenSource(ts TokenSource) Option { return func(d *Dispatcher) { d.tokens = ts } }
+
+// WithOwnIngress makes the dispatcher send authorization (the sending object's identity,
+// package auth's Internal) as the Authorization header to every destination at origin
+// ("scheme://host:port": Sluice's own ingress) that no token of a TokenSource is sent
+// to: its subscriber, reply URL and dead-letter sink alike. Default: none.
+func WithOwnIngress(origin, authorization string) Option {
+	return func(d *Dispatcher) {
+		if u, err := url.Parse(origin); err == nil && u.Host != "" {
+			d.own = ownIngress{scheme: u.Scheme, host: u.Host, authz: authorization}
+		}
+	}
+}
+
+// ownIngress is WithOwnIngress's setting.
+type ownIngress struct {
+	scheme, host, authz string
+}
+
+// at reports whether u is at Sluice's own ingress.
+func (o *ownIngress) at(u *url.URL) bool {
+	return o.authz != "" && u != nil && u.Host == o.host && u.Scheme == o.scheme
+}
 
 // caClient returns a client for https destinations verified against the PEM CA
 // certificates caPEM (a Destination's CACerts) instead of the system's: TLS 1.2 at
@@ -50,8 +73,14 @@ func (d *Dispatcher) clientFor(c *http.Client) *http.Client {
 // only the audience: it becomes a dead letter's knativeerrordata, which the sink's owner
 // reads. The source's own error (it may name a token file) goes to the log instead, at
 // most once per ratelog.Every per audience (docs/security.md).
-func (d *Dispatcher) bearer(ctx context.Context, audience string) (string, error) {
+//
+// A destination at Sluice's own ingress (WithOwnIngress) without a token of the source
+// gets the sending object's internal identity.
+func (d *Dispatcher) bearer(ctx context.Context, audience string, u *url.URL) (string, error) {
 	if audience == "" || d.tokens == nil {
+		if d.own.at(u) {
+			return d.own.authz, nil
+		}
 		return "", nil
 	}
 	tok, err := d.tokens.Token(ctx, audience)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -31,7 +32,7 @@ func (d *Dispatcher) startAttempt(ctx context.Context, t *resolved, j *job, ev *
 	ctx, j.span = d.tracer.Start(tracing.FromEvent(ctx, ev), spanNames[j.phase], trace.WithSpanKind(trace.SpanKindProducer))
 	if j.span.IsRecording() { // an unsampled trace costs little
 		j.span.SetAttributes(append(tracing.EventAttributes(ev),
-			tracing.AttrTrigger.String(t.Name), tracing.AttrURL.String(dest.String()),
+			tracing.AttrTrigger.String(t.Name), tracing.AttrURL.String(redact.Of(dest)),
 			tracing.AttrAttempt.Int(j.attempt+1))...)
 	}
 	return ctx, tracing.HeadersOf(ctx)

@@ -23,6 +23,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // Option configures a Monitor; see New.
@@ -111,6 +112,7 @@ func New(opts ...Option) (*Monitor, error) {
 // DeadLetter records an event that was dead-lettered or undeliverable; it is the
 // broker's dead-letter hook (broker.WithDeadLetterHook).
 func (m *Monitor) DeadLetter(d delivery.DeadLetter) {
+	d.Dest = redact.URL(d.Dest) // the dispatcher redacts it already; the page never shows a credential
 	m.dlMu.Lock()
 	defer m.dlMu.Unlock()
 	m.dlTotal++

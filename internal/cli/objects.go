@@ -15,6 +15,7 @@ import (
 // READY and REASON, in format "table", "wide" (with the channel, the address and the
 // resolved destinations) or "json" (broker.StatusReport, the body of GET /status).
 func printObjects(w io.Writer, objs []config.ObjectStatus, format string) error {
+	objs = broker.RedactObjects(objs) // no credential of a URL is printed
 	ready := true
 	for _, o := range objs {
 		if !o.Ready && !o.Skipped {

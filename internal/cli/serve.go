@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/internal/bytesize"
+	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/source/ping"
 )
 
@@ -179,7 +180,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	defer obs.close() // after the server has shut down: its last spans are exported
-	secOpts, err := f.security.brokerOptions(ctx)
+	secOpts, pingOpts, err := f.security.brokerOptions(ctx, ingressBaseURL(f.security.scheme(), ln.Addr().String()))
 	if err != nil {
 		return err
 	}
@@ -202,20 +203,24 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	if err := srv.Apply(ctx, cfg); err != nil {
-		log.Error("not every broker started; the others run (sluice status lists them)", "err", err)
+		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
 	}
-	pings, err := ping.New(ping.WithLogger(log))
+	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err
 	}
 	defer pings.Close(context.Background()) // also before Shutdown, below
 	if err := pings.Apply(cfg.PingSources); err != nil {
-		log.Error("not every PingSource started", "err", err)
+		log.Error("not every PingSource started", "err", redact.Text(err.Error()))
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(gathered, promhttp.HandlerOpts{Registry: reg}), f.pprof)
-	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
+	handler = obs.withUI(handler)                                     // GET /ui: the dashboard, ahead of ingress
+	if handler, err = f.security.guardOps(handler, log); err != nil { // --ops-token-file
+		srv.Shutdown(ctx)
+		return err
+	}
 	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log)
 	if err != nil {
 		srv.Shutdown(ctx)
@@ -241,17 +246,17 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 				first = false
 				clog.report(c)
 				if err := pings.Apply(c.PingSources); err != nil {
-					log.Error("not every PingSource started", "err", err)
+					log.Error("not every PingSource started", "err", redact.Text(err.Error()))
 				}
 				switch err := srv.Apply(watchCtx, c); {
 				case errors.Is(err, broker.ErrShutdown): // too late: shutting down
 				case err != nil:
-					log.Error("config reloaded with errors", "err", err)
+					log.Error("config reloaded with errors", "err", redact.Text(err.Error()))
 				case !initial:
 					log.Info("config reloaded", "brokers", len(c.Brokers))
 				}
 			}, func(err error) {
-				log.Error("config change rejected; keeping the running config", "err", err)
+				log.Error("config change rejected; keeping the running config", "err", redact.Text(err.Error()))
 			}, append(cfgOpts, config.WithPrevious(cfg))...)
 		})
 	}

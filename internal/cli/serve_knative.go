@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // knativeFlags are how Knative references resolve: --refs and --ref-url-template, for
@@ -60,15 +61,15 @@ func (c *configLog) report(cfg *config.Config) {
 		}
 		switch {
 		case o.Skipped:
-			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", o.Reason)
+			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		case !o.Ready:
-			c.log.Error("object not ready", "object", key, "file", o.File, "reason", o.Reason)
+			c.log.Error("object not ready", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		}
 		for _, r := range o.Refs {
 			if r.Via == config.ViaURI {
 				continue
 			}
-			c.log.Info("ref resolved", "object", key, "field", r.Field, "ref", r.Ref, "url", r.URL, "via", r.Via)
+			c.log.Info("ref resolved", "object", key, "field", r.Field, "ref", r.Ref, "url", redact.URL(r.URL), "via", r.Via)
 		}
 	}
 	c.seen = now

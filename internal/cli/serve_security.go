@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/sluice-broker/sluice/auth"
 	"github.com/sluice-broker/sluice/broker"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/internal/httpserver"
+	"github.com/sluice-broker/sluice/source/ping"
 )
 
 // securityFlags are serve's flags for TLS, the HTTP server's limits and sender
@@ -29,6 +32,7 @@ type securityFlags struct {
 	maxConns                     int
 	leanHTTP1                    bool
 	nsMemoryShare                float64
+	opsTokenFile                 string
 	auth                         authFlags
 }
 
@@ -46,6 +50,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxConns, "max-conns", httpserver.DefaultMaxConns, "connections served at once; more wait to be accepted")
 	fl.BoolVar(&f.leanHTTP1, "lean-http1", true, "serve plain HTTP/1.1 POSTs on the lean path (docs/overload.md); false: net/http serves every request")
 	fl.Float64Var(&f.nsMemoryShare, "namespace-memory-share", 1, "fraction of --memory-limit the memory channels of one namespace may hold together (1: no per-namespace bound)")
+	fl.StringVar(&f.opsTokenFile, "ops-token-file", "", "require the token in this file (Authorization: Bearer, or a Basic password) on /metrics, /status, /ui and /debug/pprof/; /healthz and /readyz stay open")
 	f.auth.register(fl)
 }
 
@@ -63,7 +68,8 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		// dashboard, the authorizer) is done with its request when it returns; the
 		// broker's admission waits inside the handler (docs/overload.md).
 		httpserver.WithRequestReuse(true),
-		httpserver.WithErrorLog(slog.NewLogLogger(log.Handler(), slog.LevelWarn)),
+		// Failed TLS handshakes are logged at most once per ratelog.Every, with a count.
+		httpserver.WithErrorLog(stdlog.New(newServerErrorLog(log), "", 0)),
 	}
 	if f.tlsCert != "" || f.tlsKey != "" {
 		opts = append(opts, httpserver.WithTLS(f.tlsCert, f.tlsKey))
@@ -85,7 +91,25 @@ func (f *securityFlags) check(changed func(string) bool) error {
 	case changed("auth-default") && f.auth.issuer == "" && f.tlsClientCA == "":
 		return errors.New("--auth-default: needs --oidc-issuer or --tls-client-ca (without a sender identity everyone may send)")
 	}
+	if f.opsTokenFile != "" {
+		if _, err := readOpsToken(f.opsTokenFile); err != nil {
+			return err
+		}
+	}
 	return f.auth.check()
+}
+
+// guardOps puts the operator endpoints of handler behind --ops-token-file's token
+// (opsGuard); without the flag it returns handler.
+func (f *securityFlags) guardOps(handler http.Handler, log *slog.Logger) (http.Handler, error) {
+	if f.opsTokenFile == "" {
+		return handler, nil
+	}
+	tok, err := readOpsToken(f.opsTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return opsGuard(handler, tok, log), nil
 }
 
 // plainOnly serves only the health probes and the metrics of the full handler: the plain
@@ -144,22 +168,34 @@ func (f *securityFlags) servers(ln net.Listener, handler http.Handler, connConte
 	return main, plain, nil
 }
 
-// brokerOptions are the broker's options for sender identity and outbound tokens.
-func (f *securityFlags) brokerOptions(ctx context.Context) ([]broker.Option, error) {
+// brokerOptions are the broker's options for sender identity and outbound tokens, and
+// the PingSources' options. With sender identity on, Sluice's own sends to origin (its
+// ingress: deliveries, replies, PingSources) carry the sending object's internal
+// identity (auth.Internal).
+func (f *securityFlags) brokerOptions(ctx context.Context, origin string) ([]broker.Option, []ping.Option, error) {
 	var opts []broker.Option
-	authz, err := f.auth.authorizer(ctx, f.tlsClientCA != "")
+	var pingOpts []ping.Option
+	in, err := auth.NewInternal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	authz, err := f.auth.authorizer(ctx, f.tlsClientCA != "", in)
+	if err != nil {
+		return nil, nil, err
 	}
 	if authz != nil {
-		opts = append(opts, broker.WithAuthorizer(authz))
+		opts = append(opts, broker.WithAuthorizer(authz), broker.WithInternalIdentity(origin, in))
+		pingOpts = append(pingOpts, ping.WithOwnIngress(origin, func(src config.PingSource) string {
+			_, h := in.Sender("PingSource", src.Namespace, src.Name)
+			return h
+		}))
 	}
 	tokens, err := auth.NewTokenFiles(f.auth.tokens)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tokens != nil {
 		opts = append(opts, broker.WithTokenSource(tokens))
 	}
-	return opts, nil
+	return opts, pingOpts, nil
 }

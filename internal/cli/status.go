@@ -14,8 +14,9 @@ import (
 
 func newStatusCmd() *cobra.Command {
 	var (
-		addr   string
-		output string
+		addr      string
+		output    string
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -31,7 +32,10 @@ that would not open). The exit status is 1 if any object is not ready.`,
 			if !strings.Contains(base, "://") {
 				base = "http://" + base
 			}
-			c := &http.Client{Timeout: 10 * time.Second}
+			c, err := opsClient(&http.Client{Timeout: 10 * time.Second}, tokenFile)
+			if err != nil {
+				return err
+			}
 			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, strings.TrimSuffix(base, "/")+"/status", nil)
 			if err != nil {
 				return err
@@ -58,6 +62,7 @@ that would not open). The exit status is 1 if any object is not ready.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address of the running sluice serve")
+	cmd.Flags().StringVar(&tokenFile, "ops-token-file", "", "send the token in this file as Authorization: Bearer (the server's --ops-token-file)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide or json")
 	return cmd
 }

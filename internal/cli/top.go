@@ -27,9 +27,10 @@ const (
 
 func newTopCmd() *cobra.Command {
 	var (
-		addr     string
-		interval time.Duration
-		once     bool
+		addr      string
+		interval  time.Duration
+		once      bool
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "top",
@@ -51,18 +52,22 @@ ends it. With --once, or when the output is not a terminal, it prints one frame 
 			if !strings.Contains(base, "://") {
 				base = "http://" + base
 			}
-			return runTop(cmd.Context(), cmd.OutOrStdout(), strings.TrimSuffix(base, "/"), interval, once)
+			c, err := opsClient(&http.Client{Timeout: 5 * time.Second}, tokenFile)
+			if err != nil {
+				return err
+			}
+			return runTop(cmd.Context(), c, cmd.OutOrStdout(), strings.TrimSuffix(base, "/"), interval, once)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address (or URL) of the running sluice serve")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to refresh")
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame and exit")
+	cmd.Flags().StringVar(&tokenFile, "ops-token-file", "", "send the token in this file as Authorization: Bearer (the server's --ops-token-file)")
 	return cmd
 }
 
 // runTop draws frames until ctx ends; on a terminal, in the alternate screen.
-func runTop(ctx context.Context, out io.Writer, base string, interval time.Duration, once bool) error {
-	c := &http.Client{Timeout: 5 * time.Second}
+func runTop(ctx context.Context, c *http.Client, out io.Writer, base string, interval time.Duration, once bool) error {
 	_, cols, tty := termSize(out)
 	if once || !tty {
 		s, err := fetchSnapshot(ctx, c, base)

@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/redact"
 )
 
 // EventType is the type of every event a PingSource sends.
@@ -51,6 +53,8 @@ type options struct {
 	delay   time.Duration
 	timeout time.Duration
 	seconds bool
+	own     *url.URL                           // WithOwnIngress
+	ownAuth func(src config.PingSource) string // WithOwnIngress
 }
 
 // WithLogger sets the logger. Default: discard.
@@ -72,6 +76,30 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // * *" fires every two seconds) instead of Knative's five. Knative has no such field;
 // it is for tests that cannot wait a minute for a tick.
 func WithSecondsField() Option { return func(o *options) { o.seconds = true } }
+
+// WithOwnIngress sends authorization(src) as the Authorization header of the events
+// src posts to a sink at origin ("scheme://host:port": Sluice's own ingress, with sender
+// identity on): the PingSource's own identity, as Knative's PingSource sends its OIDC
+// token. Sinks elsewhere get none. Default: none.
+func WithOwnIngress(origin string, authorization func(src config.PingSource) string) Option {
+	return func(o *options) {
+		if u, err := url.Parse(origin); err == nil && u.Host != "" {
+			o.own, o.ownAuth = u, authorization
+		}
+	}
+}
+
+// authorization is the Authorization header of src's events to its sink; "" for none.
+func (o *options) authorization(src config.PingSource) string {
+	if o.own == nil {
+		return ""
+	}
+	u, err := url.Parse(src.Sink)
+	if err != nil || u.Scheme != o.own.Scheme || u.Host != o.own.Host {
+		return ""
+	}
+	return o.ownAuth(src)
+}
 
 // Runner schedules and sends the events of a set of PingSources. Its methods are safe
 // for concurrent use.
@@ -155,7 +183,7 @@ func (r *Runner) Apply(srcs []config.PingSource) error {
 		src := s
 		id := r.cron.Schedule(sched, cron.FuncJob(func() { r.fire(src, sched) }))
 		r.running[key] = entry{src: s, id: id}
-		r.opts.logger.Info("ping source scheduled", "pingsource", key, "schedule", s.Schedule, "sink", s.Sink,
+		r.opts.logger.Info("ping source scheduled", "pingsource", key, "schedule", s.Schedule, "sink", redact.URL(s.Sink),
 			"next", sched.Next(time.Now()).Format(time.RFC3339))
 	}
 	for key, e := range r.running {
@@ -195,11 +223,12 @@ func (r *Runner) fire(src config.PingSource, sched cron.Schedule) {
 	ctx, cancel := context.WithDeadline(r.life, deadline)
 	defer cancel()
 	e := Event(src, now)
+	authz := r.opts.authorization(src)
 	delay := r.opts.delay
 	var err error
 	for attempt := 0; ; attempt++ {
 		var retry bool
-		retry, err = r.send(ctx, src.Sink, e)
+		retry, err = r.send(ctx, src.Sink, e, authz)
 		if err == nil {
 			r.opts.logger.Debug("ping sent", "pingsource", src.Key(), "id", e.ID)
 			return
@@ -215,7 +244,7 @@ func (r *Runner) fire(src config.PingSource, sched cron.Schedule) {
 		}
 		break
 	}
-	r.opts.logger.Error("ping not delivered", "pingsource", src.Key(), "sink", src.Sink, "id", e.ID, "err", err)
+	r.opts.logger.Error("ping not delivered", "pingsource", src.Key(), "sink", redact.URL(src.Sink), "id", e.ID, "err", err)
 }
 
 // Event is the event src sends at t.
@@ -231,7 +260,7 @@ func Event(src config.PingSource, t time.Time) *event.Event {
 }
 
 // send makes one attempt; retry says whether a failure is worth another.
-func (r *Runner) send(ctx context.Context, sink string, e *event.Event) (retry bool, err error) {
+func (r *Runner) send(ctx context.Context, sink string, e *event.Event, authz string) (retry bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, r.opts.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, sink, bytes.NewReader(e.Data))
@@ -239,6 +268,9 @@ func (r *Runner) send(ctx context.Context, sink string, e *event.Event) (retry b
 		return false, err
 	}
 	event.WriteHeaders(req.Header, e)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
 	resp, err := r.opts.client.Do(req)
 	if err != nil {
 		return ctx.Err() == nil, err

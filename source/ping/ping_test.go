@@ -200,3 +200,38 @@ spec:
 }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }
+
+// TestPingOwnIngressIdentity: a PingSource whose sink is at the own-ingress origin sends
+// the authorization WithOwnIngress gives it; one whose sink is elsewhere sends none.
+func TestPingOwnIngressIdentity(t *testing.T) {
+	type hit struct{ path, authz string }
+	hits := make(chan hit, 100)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- hit{r.URL.Path, r.Header.Get("Authorization")}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	own, elsewhere := httptest.NewServer(handler), httptest.NewServer(handler)
+	defer own.Close()
+	defer elsewhere.Close()
+	r := newRunner(t, WithOwnIngress(own.URL, func(src config.PingSource) string { return "Bearer id-of-" + src.Name }))
+	if err := r.Apply([]config.PingSource{
+		{Namespace: "d", Name: "mine", Schedule: "* * * * * *", Sink: own.URL + "/d/broker"},
+		{Namespace: "d", Name: "theirs", Schedule: "* * * * * *", Sink: elsewhere.URL + "/d/broker-theirs"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"/d/broker": "Bearer id-of-mine", "/d/broker-theirs": ""}
+	seen := map[string]bool{}
+	deadline := time.After(20 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case h := <-hits:
+			if h.authz != want[h.path] {
+				t.Fatalf("%s got Authorization %q, want %q", h.path, h.authz, want[h.path])
+			}
+			seen[h.path] = true
+		case <-deadline:
+			t.Fatalf("pings seen in 20s: %v", seen)
+		}
+	}
+}
