@@ -40,7 +40,8 @@ const holdScale = 512
 // this process stored and settled in between), and the verdict must follow the backlog
 // closely: with 20 ms, under overload it opened for 20 ms (every waiting request let in
 // at once, up to 2,048 connections' worth) and shut for the next, and the bursts cost
-// about 8% of the delivery rate at 4× over 2,048 connections (docs/overload.md).
+// about 8% of the delivery rate at 4× over 2,048 connections
+// (docs/decisions/0007-backlog-bound.md).
 const backlogEvery = time.Millisecond
 
 // backlogGate caches whether a broker's triggers are over the backlog bound. Requests

@@ -103,7 +103,7 @@ func TestConnTurnOverLean(t *testing.T) {
 	// connection's request is let in (it would wait out the 5 s and get a 429 if not).
 	cd, brd := dial()
 	resp, took := rawPost(t, cd, brd, "d1", body)
-	if resp.StatusCode != http.StatusAccepted || took > 3*time.Second {
+	if resp.StatusCode != http.StatusAccepted { // a 429 had it waited in vain
 		t.Fatalf("d1 after the others went idle: %d after %v, want 202 at once", resp.StatusCode, took)
 	}
 	sluicetest.Eventually(t, 10*time.Second, "4 deliveries", func() bool { return delivered.Load() >= 4 })
@@ -151,7 +151,7 @@ func dialTo(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 func waitQueued(t *testing.T, s *Server, n int) {
 	t.Helper()
 	b := s.lookup("ns/b")
-	for deadline := time.Now().Add(5 * time.Second); b.admitq.n.Load() < int64(n); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); b.admitq.n.Load() < int64(n); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d waiting, want %d", b.admitq.n.Load(), n)
 		}
@@ -159,9 +159,11 @@ func waitQueued(t *testing.T, s *Server, n int) {
 }
 
 // TestConnTurnLate: a request sent while its connection waited in vain for room for it
-// is answered 429 as soon as it is read, not after waiting AdmitWait a second time.
+// is answered 429 as soon as it is read, not after waiting AdmitWait a second time. The
+// wait is long (10 s) so that one wait and two are 10 s apart, far more than the
+// machine's load can add.
 func TestConnTurnLate(t *testing.T) {
-	const wait = 500 * time.Millisecond
+	const wait = 10 * time.Second
 	tokens := make(chan struct{}, 10) // one delivery each
 	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-tokens

@@ -155,7 +155,9 @@ func TestRetrySpacing(t *testing.T) {
 			for n := 1; n < len(got); n++ {
 				gap := got[n].at.Sub(got[n-1].at)
 				want := p.Wait(n, nil)
-				lo, hi := time.Duration(float64(want)*0.8)-2*time.Millisecond, time.Duration(float64(want)*1.2)+60*time.Millisecond
+				// The policy's wait is a floor (less 20% of jitter); a loaded machine may add any
+				// amount to it, so the ceiling only bounds a hang.
+				lo, hi := time.Duration(float64(want)*0.8)-2*time.Millisecond, want+10*time.Second
 				t.Logf("retry %d: waited %v (policy %v)", n, gap.Round(time.Millisecond), want)
 				if gap < lo || gap > hi {
 					t.Errorf("retry %d waited %v, want within [%v, %v]", n, gap, lo, hi)
@@ -194,17 +196,19 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("subscriber saw %d attempts, want 2", len(got))
 	}
-	if gap := got[1].at.Sub(got[0].at); gap < time.Second || gap > 1500*time.Millisecond {
-		t.Errorf("retry after Retry-After: 1 came %v later, want [1s, 1.5s]", gap)
+	if gap := got[1].at.Sub(got[0].at); gap < time.Second || gap > 10*time.Second { // the ceiling bounds a hang
+		t.Errorf("retry after Retry-After: 1 came %v later, want at least 1s (its 10 ms delay ignored)", gap)
 	}
 }
 
 func TestTimeoutRetried(t *testing.T) {
 	t.Run("slow then fast", func(t *testing.T) {
+		// The first two attempts would take a minute each: the ack within 30 s shows they
+		// timed out, whatever the machine's load.
 		sub := newServer(t, func(w http.ResponseWriter, r *http.Request, n int, _ *event.Event) {
 			if n <= 2 {
 				select {
-				case <-time.After(time.Second):
+				case <-time.After(time.Minute):
 				case <-r.Context().Done():
 				}
 			}
@@ -215,12 +219,8 @@ func TestTimeoutRetried(t *testing.T) {
 		d := NewDispatcher(q, Target{Name: "ns/t", URL: sub.URL,
 			Policy: Policy{Retry: 3, Delay: 10 * time.Millisecond, Timeout: 50 * time.Millisecond}}, WithMetrics(m))
 		run(t, d)
-		start := time.Now()
 		pub(newEvent("e1"))
-		sluicetest.Eventually(t, 5*time.Second, "ack", func() bool { return q.acked.Load() == 1 })
-		if el := time.Since(start); el > 800*time.Millisecond {
-			t.Errorf("took %v: attempts did not time out at 50ms", el)
-		}
+		sluicetest.Eventually(t, 30*time.Second, "ack (attempts that did not time out at 50ms)", func() bool { return q.acked.Load() == 1 })
 		if v := value(m.attempts.WithLabelValues("ns/t", "subscriber", "timeout")); v != 2 {
 			t.Errorf("attempts_total{timeout} = %v, want 2", v)
 		}
@@ -327,7 +327,7 @@ func TestDrain(t *testing.T) {
 			Policy: Policy{Retry: 100, Delay: 20 * time.Millisecond}}, WithMaxPending(6), WithMetrics(m))
 		run(t, d)
 		pub(ids(30, "r")...)
-		sluicetest.Eventually(t, 2*time.Second, "retries", func() bool { return sub.n.Load() >= 10 })
+		sluicetest.Eventually(t, 30*time.Second, "retries", func() bool { return sub.n.Load() >= 10 })
 		ctx, cancel := contextWithTimeout(100 * time.Millisecond)
 		defer cancel()
 		left := d.Drain(ctx)
@@ -359,7 +359,7 @@ func TestUpdateTakesEffect(t *testing.T) {
 	d := NewDispatcher(q, Target{Name: "ns/t", URL: old.URL, Policy: Policy{Retry: 50, Delay: 10 * time.Millisecond}})
 	run(t, d)
 	pub(ids(20, "u")...)
-	sluicetest.Eventually(t, 2*time.Second, "first attempts", func() bool { return old.n.Load() >= 20 })
+	sluicetest.Eventually(t, 30*time.Second, "first attempts", func() bool { return old.n.Load() >= 20 })
 	d.Update(Target{Name: "ns/t", URL: nu.URL, MaxInFlight: 8, Policy: Policy{Retry: 50, Delay: 10 * time.Millisecond}})
 	sluicetest.Eventually(t, 5*time.Second, "acks", func() bool { return q.acked.Load() == 20 })
 	if gotNew.Load() != 20 {
@@ -501,7 +501,7 @@ func TestTally(t *testing.T) {
 	wg.Wait()
 	select {
 	case <-w2:
-	case <-time.After(time.Second):
+	case <-time.After(20 * time.Second): // bounds a hang
 		t.Fatal("waiter not woken after concurrent dones")
 	}
 }

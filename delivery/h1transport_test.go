@@ -134,7 +134,8 @@ func TestH1TransportTimeoutAndCancel(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err := post(t, h1, ctx, srv.URL, "x", nil)
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+	// The server never answers: the bound is on a hang, not on the machine's speed.
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 20*time.Second {
 		t.Fatalf("deadline: err %v after %s", err, time.Since(start))
 	}
 
@@ -142,7 +143,7 @@ func TestH1TransportTimeoutAndCancel(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel2)
 	start = time.Now()
 	_, _, err = post(t, h1, ctx2, srv.URL, "x", nil)
-	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 20*time.Second {
 		t.Fatalf("cancel: err %v after %s", err, time.Since(start))
 	}
 }
@@ -453,7 +454,8 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 		{"waiting for the response", newTestH1()}, // room to dial: the wait is for the slow server
 	} {
 		took, err := attempt(c.h1)
-		if !errors.Is(err, context.DeadlineExceeded) || took < 90*time.Millisecond || took > 2*time.Second {
+		// Never answered: at least the deadline, and any more only bounds a hang.
+		if !errors.Is(err, context.DeadlineExceeded) || took < 90*time.Millisecond || took > 20*time.Second {
 			t.Fatalf("%s: err %v after %s, want DeadlineExceeded after 100ms", c.name, err, took)
 		}
 	}

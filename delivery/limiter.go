@@ -47,7 +47,8 @@ const (
 // A climb alone cuts no lower than M/8 (the climb floor), and not at all while this
 // process has used more than 75% of its CPUs over the last 50 ms: latency also climbs
 // when the broker or the subscriber shares a busy CPU, and cutting to one attempt in
-// flight then collapses delivery to one event per round trip (docs/overload.md).
+// flight then collapses delivery to one event per round trip
+// (docs/decisions/0001-latency-climb-floor.md).
 // Other failures (400, 404, 500, connection refused) leave L unchanged: they say nothing
 // about load. The effective semaphore limit is ⌊L⌋. Safe for concurrent use.
 type limiter struct {
@@ -143,7 +144,7 @@ func (l *limiter) observe(latency time.Duration, status int, timedOut bool, now 
 // a busy CPU with other work; more requests in flight then still deliver more, but
 // every attempt stays slower than the best latency seen, so without a floor each window
 // would cut again down to one attempt in flight, and delivery would fall to one event
-// per round trip (docs/overload.md). The explicit signals (429, 502, 503, 504, a
+// per round trip (docs/decisions/0001-latency-climb-floor.md). The explicit signals (429, 502, 503, 504, a
 // timeout) still cut to 1.
 func (l *limiter) climbFloor() float64 { return max(1, float64(l.max)*climbFloorShare) }
 

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 // the request path, once per trigger, every millisecond, and before this a stale answer
 // was refreshed by asking the server there and then, holding the request for a round
 // trip (up to lagTimeout). Only the first answer is waited for. The server is reached
-// through toxiproxy (in this process), which delays everything it sends by a second.
+// through toxiproxy (in this process), which delays everything it sends by 30 s: a call
+// that waited for the server takes that long, so the bounds below (a fifth and half of
+// it) only tell waiting from not waiting, whatever the machine's load.
 func TestLenDoesNotWaitForASlowServer(t *testing.T) {
 	e := startServer(t, t.TempDir(), WithListen("127.0.0.1:0"))
 	proxies := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -41,9 +44,9 @@ func TestLenDoesNotWaitForASlowServer(t *testing.T) {
 		t.Fatalf("Len() = %d with 2 published, want 2", got)
 	}
 
-	const delay = time.Second
+	const delay = 30 * time.Second
 	if _, err := p.Toxics.AddToxicJson(strings.NewReader(
-		`{"name": "slow", "type": "latency", "stream": "downstream", "attributes": {"latency": 1000}}`)); err != nil {
+		fmt.Sprintf(`{"name": "slow", "type": "latency", "stream": "downstream", "attributes": {"latency": %d}}`, delay.Milliseconds()))); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(lagCacheTTL + 20*time.Millisecond) // the answer is stale: the next Len asks again

@@ -47,7 +47,7 @@ const (
 	// franz-go's 1 MiB per partition, 8 partitions held 25-50 MB of decompressed batches
 	// in a consumer at 2,048 connections of overload, the heap sat at its limit and GC
 	// took 18% of the broker's CPU (10,000 ev/s delivered); at 64 KiB per partition it
-	// held 7 MB, GC 7%, 14,100 ev/s (docs/overload.md). 64 KiB is still dozens of
+	// held 7 MB, GC 7%, 14,100 ev/s (docs/decisions/0015-kafka-fetch-bounds.md). 64 KiB is still dozens of
 	// records per partition per fetch, each fetch one round trip.
 	fetchMaxBytes          = 4 << 20
 	fetchMaxPartitionBytes = 64 << 10

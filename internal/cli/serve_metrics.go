@@ -10,7 +10,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // collector. Gosched puts the gathering goroutine on Go's global run queue, which a
 // saturated scheduler serves once in 61 turns; with one P under overload each trip took
 // milliseconds to tens of milliseconds, and a broker registers about forty collectors,
-// so a /metrics scrape took up to 200 ms while /healthz took 5 (docs/overload.md). A
+// so a /metrics scrape took up to 200 ms while /healthz took 5
+// (docs/decisions/0013-metrics-gathered-in-sequence.md). A
 // Registry is itself a Collector whose Collect calls its collectors in sequence: as the
 // only collector of a second registry it is gathered by one goroutine, with no Gosched,
 // and the second registry's Gather still checks, sorts and merges what it collects.

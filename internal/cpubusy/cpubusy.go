@@ -9,7 +9,8 @@
 //     waiting on the network poller, whose wake-ups a saturated single-P scheduler
 //     serves last (internal/httpserver/accept.go).
 //
-// See docs/overload.md.
+// See docs/decisions/0001-latency-climb-floor.md and
+// docs/decisions/0011-accept-loop-polls-while-saturated.md.
 package cpubusy
 
 import (

@@ -20,8 +20,9 @@ import (
 // overload goroutines that wake each other (handlers and a channel's publisher, through
 // mutexes and channels) keep its own queue from running dry. At the start of a
 // JetStream overload a health probe's new connection waited 8–57 ms for the accept loop
-// at 2×, and the slowest up to 486 ms at 4× (docs/overload.md, "Health probes at the
-// start of an overload"). A goroutine a timer wakes runs next instead.
+// at 2×, and the slowest up to 486 ms at 4×
+// (docs/decisions/0011-accept-loop-polls-while-saturated.md). A goroutine a timer wakes
+// runs next instead.
 //
 // So while the process's CPU is saturated the accept loop does not wait on the poller:
 // it asks the kernel whether a connection is waiting (poll(2), zero timeout), accepts it

@@ -12,7 +12,7 @@ import (
 // channel's first minutes on a busy machine (JetStream's file store, Kafka's producer
 // batches and consumer group settling) bring latency spikes that end its ramp far below
 // what it delivers a few minutes later: a 2× "overload" of that rate then refuses nothing
-// and proves nothing (docs/overload.md). So each overload run, at its fresh broker (with
+// and proves nothing (docs/decisions/0017-bench-reference-rate.md). So each overload run, at its fresh broker (with
 // --max-backlog set) and after its priming run, first sends Plan.Capacity's worth of
 // events at a constant rate well above what the channel can take, and records the
 // delivery rate the receiver saw over the last seconds of that load (which lasts longer

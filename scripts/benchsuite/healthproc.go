@@ -19,7 +19,7 @@ import (
 // goroutines wait for the broker's: its client's read of an answer is woken by the
 // network poller into Go's global run queue, served once in 61 turns while the local
 // queues have work, so the first probes of a 4× overload measured the bench as much as
-// the broker (docs/overload.md). A kubelet or a Prometheus server is a process of its
+// the broker (docs/decisions/0016-health-probe-own-process.md). A kubelet or a Prometheus server is a process of its
 // own, so the probe is one too: this program runs itself with healthProbeFlag, on the
 // same CPU, and the kernel, not the generator's Go scheduler, decides when it runs.
 

@@ -319,9 +319,9 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 
 // overloadBacklog is the --max-backlog of the overload runs' brokers: a durable channel
 // has no byte budget, so without a bound its ingress would take every event and the CPU
-// delivery needs (docs/overload.md). It is a few hundred milliseconds of delivery here:
+// delivery needs (docs/decisions/0007-backlog-bound.md). It is a few hundred milliseconds of delivery here:
 // a larger backlog keeps the heap near the memory limit's goal under overload, so GC
-// takes CPU from delivery (20,000 until 2026-11-23; docs/overload.md has both).
+// takes CPU from delivery (20,000 until 2026-11-23; docs/decisions/0007-backlog-bound.md has both).
 const overloadBacklog = 5000
 
 // overloadMaxStoring is the --max-storing of a channel's overload brokers (0: not set).
@@ -329,7 +329,7 @@ const overloadBacklog = 5000
 // awaiting acknowledgement at once: in A/B runs the embedded JetStream then delivered
 // about 13% less at 4×, Kafka about 10% less (not yet seen in make bench). Kafka's
 // acknowledgements take milliseconds, so it needs hundreds in flight (64 capped its
-// ingress by a quarter or more). docs/overload.md has the measurements.
+// ingress by a quarter or more). docs/decisions/0008-max-storing.md has the measurements.
 func overloadMaxStoring(channel string) int {
 	switch channel {
 	case scJetStream:

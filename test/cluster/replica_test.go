@@ -261,7 +261,9 @@ spec:
 	amu.Unlock()
 	t.Logf("load: %d sent over %s, %d accepted (per second: %v), %d refused by every live replica",
 		sent.Load(), rt.Load, total, perSecond, failed.Load())
-	if total < rt.Rate*int(rt.Load/time.Second)/4 {
+	// A share of what the generator managed to send (a loaded machine sends fewer), not
+	// of what it was asked to.
+	if total == 0 || int64(total) < sent.Load()/4 {
 		t.Fatalf("only %d events accepted of %d sent", total, sent.Load())
 	}
 

@@ -73,7 +73,8 @@ func kinesisArgs(t *testing.T) []string {
 }
 
 // runCrashTest runs the real binary with args under a steady load of rate events/s, kills it with SIGKILL
-// mid-load, restarts it with the same args and checks that every event that got a 202
+// mid-load (once rate events have been accepted, however long a loaded machine takes to
+// accept them), restarts it with the same args and checks that every event that got a 202
 // reaches the receiver (duplicates allowed, counted). The receiver fails every delivery
 // before the kill, so all events accepted before it must survive the crash in the
 // durable channel. With deadLetter, the trigger's subscriber answers 400 to everything
@@ -83,7 +84,15 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 	if testing.Short() {
 		t.Skip("crash test: 12s of load, up to 75s more for redeliveries")
 	}
-	const phase = 6 * time.Second // load before the kill, and again after the restart
+	// The load runs until rate events have been accepted, then the broker is killed and
+	// the load goes on for afterKill; after the restart it runs for phase and until rate
+	// more are accepted. The counts, not the clock, decide when: a loaded machine accepts
+	// fewer events a second. hang bounds each wait for them.
+	const (
+		phase     = 6 * time.Second
+		afterKill = 2 * time.Second
+		hang      = 90 * time.Second
+	)
 	var restarted atomic.Bool
 	// The receiver counts deliveries per ce-id.
 	var rmu sync.Mutex
@@ -139,10 +148,32 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 		sent     atomic.Int64
 		failed   atomic.Int64
 	)
-	// load posts rate events/s to url for d, from a pool of workers fed by a ticker.
-	load := func(url string, d time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
+	acceptedCount := func() int {
+		amu.Lock()
+		defer amu.Unlock()
+		return len(accepted)
+	}
+	// waitAccepted waits until n events in all have been accepted, at most hang.
+	waitAccepted := func(n int) bool {
+		for end := time.Now().Add(hang); acceptedCount() < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				return false
+			}
+		}
+		return true
+	}
+	// load posts rate events/s to url until stop is closed, from a pool of workers fed by
+	// a ticker.
+	load := func(url string, stop <-chan struct{}) {
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		ids := make(chan int, rate)
 		var wg sync.WaitGroup
 		for range 64 {
@@ -191,33 +222,38 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 
 	b := startBroker(t, args...)
 	ingest := b.base + path
-	killed := make(chan struct{})
+	stop1 := make(chan struct{})
+	var enough bool
 	go func() {
-		time.Sleep(phase * 3 / 5)
+		defer close(stop1)
+		if enough = waitAccepted(rate); !enough {
+			return
+		}
 		b.cmd.Process.Kill() // SIGKILL mid-load
 		<-b.exited
-		close(killed)
+		time.Sleep(afterKill) // the load goes on against the dead port
 	}()
-	load(ingest, phase)
-	<-killed
+	load(ingest, stop1)
 	phase1IDs := int(nextID.Load())
-	amu.Lock()
-	before := len(accepted)
-	amu.Unlock()
+	before := acceptedCount()
 	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill)", sent.Load(), before, failed.Load())
-	if before < rate {
-		t.Fatalf("only %d events accepted before the kill", before)
+	if !enough {
+		t.Fatalf("only %d of the %d events to accept before the kill were accepted in %v", before, rate, hang)
 	}
 
 	restarted.Store(true)
 	b2 := startBroker(t, args...)
-	load(b2.base+path, phase)
-	amu.Lock()
-	total := len(accepted)
-	amu.Unlock()
+	stop2 := make(chan struct{})
+	go func() {
+		defer close(stop2)
+		time.Sleep(phase)
+		enough = waitAccepted(before + rate)
+	}()
+	load(b2.base+path, stop2)
+	total := acceptedCount()
 	t.Logf("in all: %d sent, %d accepted, %d failed", sent.Load(), total, failed.Load())
-	if sent.Load() < int64(rate)*10 { // of rate × 12 s
-		t.Fatalf("load generator sent only %d events", sent.Load())
+	if !enough {
+		t.Fatalf("%d events accepted after the restart in %v, want %d", total-before, phase+hang, rate)
 	}
 
 	// Messages held by the killed process come back after JetStream's ack wait (5s here),
