@@ -48,7 +48,8 @@ type leanConn struct {
 	buf      *[]byte // pooled; nil while no bytes are held
 	n        int     // bytes held in buf
 	head     leanHead
-	headLen  int // > 0: the head of the request in buf is parsed and lean
+	headLen  int   // > 0: the head of the request in buf is parsed and lean
+	reserved int64 // the bytes its body holds in the server's budget (budget.go)
 	reqStart time.Time
 	rdl      time.Time // the read deadline set; zero: none
 	rdlIdle  bool      // rdl is an idle deadline
@@ -144,6 +145,14 @@ func (c *leanConn) next() (total int, lean, complete bool) {
 		if !parseLeanHead(b[:i+4], &c.head) || int64(i+4)+c.head.contentLen > leanMaxRequest {
 			return 0, false, false
 		}
+		// The body's bytes are reserved before a buffer is made for them; without room,
+		// net/http's handler (guard) waits for it or refuses.
+		if n := c.head.contentLen; n > 0 {
+			if !c.srv.budget.tryReserve(n) {
+				return 0, false, false
+			}
+			c.reserved = n
+		}
 		c.headLen = i + 4
 	}
 	total = c.headLen + int(c.head.contentLen)
@@ -187,6 +196,7 @@ func (c *leanConn) serveOne(total int) bool {
 	r.Body = &c.body
 	c.w.reset(c)
 	ok := c.handle(r)
+	c.releaseBody()
 	if into != nil {
 		c.srv.reqs.Put(into)
 	}
@@ -217,7 +227,7 @@ func (c *leanConn) handle(r *http.Request) (ok bool) {
 			ok = false
 		}
 	}()
-	c.srv.hs.Handler.ServeHTTP(&c.w, r)
+	c.srv.handler.ServeHTTP(&c.w, r)
 	return true
 }
 
@@ -365,7 +375,14 @@ func putBuf(pool *sync.Pool, b *[]byte) {
 	}
 }
 
+// releaseBody gives back the bytes the request's body holds in the budget.
+func (c *leanConn) releaseBody() {
+	c.srv.budget.release(c.reserved)
+	c.reserved = 0
+}
+
 func (c *leanConn) close() {
+	c.releaseBody()
 	c.srv.untrack(c)
 	c.idled()
 	c.release()
@@ -381,13 +398,14 @@ func (c *leanConn) idled() {
 
 // handoff gives the connection, with the bytes read and not served, to net/http.
 func (c *leanConn) handoff() {
+	c.releaseBody()
 	c.srv.untrack(c)
 	c.idled()
 	_ = c.nc.SetDeadline(time.Time{})
 	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs,
 		poller: newFDPoller(c.nc), reads: c.srv.reads}
 	c.buf, c.n = nil, 0
-	if !c.srv.handoff.give(pc) {
+	if !c.srv.handoff.give(&frameConn{Conn: pc}) { // smuggle.go
 		_ = pc.Close()
 	}
 }

@@ -36,6 +36,9 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxConns          = 8192
+	// DefaultMaxInflightBodyBytes is the in-flight body budget without
+	// WithMaxInflightBodyBytes: the default of sluice serve's --memory-limit.
+	DefaultMaxInflightBodyBytes = 64 << 20
 )
 
 // Option configures a Server; see New.
@@ -44,6 +47,7 @@ type Option func(*options)
 type options struct {
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout time.Duration
 	maxHeaderBytes, maxConns                                  int
+	maxInflightBody                                           int64
 	certFile, keyFile, clientCAFile                           string
 	requireClientCert                                         bool
 	lean, reuseRequests                                       bool
@@ -77,6 +81,15 @@ func WithMaxHeaderBytes(n int) Option { return func(o *options) { o.maxHeaderByt
 // WithMaxConns caps the connections served at once; more wait to be accepted. Default
 // DefaultMaxConns.
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
+// WithMaxInflightBodyBytes caps the bytes the bodies of the requests in progress may
+// hold together (budget.go): a body reserves its bytes before they are read, a request
+// that finds no room waits for it up to the read timeout and is then answered 503 with
+// Retry-After, and one whose Content-Length exceeds n is answered 413. Default
+// DefaultMaxInflightBodyBytes.
+func WithMaxInflightBodyBytes(n int64) Option {
+	return func(o *options) { o.maxInflightBody = n }
+}
 
 // WithTLS serves TLS with the PEM certificate and key in these files, reloaded when they
 // change (checked at most once a second, on a handshake).
@@ -126,6 +139,7 @@ func defaults() options {
 		readHeaderTimeout: DefaultReadHeaderTimeout, readTimeout: DefaultReadTimeout,
 		writeTimeout: DefaultWriteTimeout, idleTimeout: DefaultIdleTimeout,
 		maxHeaderBytes: DefaultMaxHeaderBytes, maxConns: DefaultMaxConns, lean: true,
+		maxInflightBody: DefaultMaxInflightBodyBytes,
 	}
 }
 
@@ -144,6 +158,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("httpserver: WithMaxHeaderBytes(%d): want at least 1024", o.maxHeaderBytes)
 	case o.maxConns < 1:
 		return fmt.Errorf("httpserver: WithMaxConns(%d): want at least 1", o.maxConns)
+	case o.maxInflightBody < 1:
+		return fmt.Errorf("httpserver: WithMaxInflightBodyBytes(%d): want at least 1", o.maxInflightBody)
 	case (o.certFile == "") != (o.keyFile == ""):
 		return errors.New("httpserver: WithTLS: want both a certificate and a key file")
 	case o.clientCAFile != "" && o.certFile == "":
@@ -154,10 +170,12 @@ func (o *options) validate() error {
 
 // Server is one hardened HTTP server on one listener.
 type Server struct {
-	hs   *http.Server
-	ln   *limitListener
-	cert *tlsfiles.Certificate // nil without TLS
-	opts options
+	hs      *http.Server
+	handler http.Handler // the handler given to New: the lean path's; net/http's is guard's
+	budget  *bodyBudget  // budget.go
+	ln      *limitListener
+	cert    *tlsfiles.Certificate // nil without TLS
+	opts    options
 
 	// The lean path (lean.go), on a plain listener unless WithLeanHTTP1(false).
 	lean    bool
@@ -188,15 +206,16 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{ln: newLimitListener(ln, o.maxConns), opts: o}
+	s := &Server{ln: newLimitListener(ln, o.maxConns), opts: o, handler: h, budget: newBodyBudget(o.maxInflightBody)}
 	s.hs = &http.Server{
-		Handler:           h,
+		Handler:           s.guard(h),
 		ReadHeaderTimeout: o.readHeaderTimeout,
 		ReadTimeout:       o.readTimeout,
 		WriteTimeout:      o.writeTimeout,
 		IdleTimeout:       o.idleTimeout,
 		MaxHeaderBytes:    o.maxHeaderBytes,
 		ErrorLog:          o.errorLog,
+		ConnContext:       connContext, // smuggle.go
 	}
 	if o.certFile == "" {
 		if o.lean {
@@ -249,7 +268,7 @@ func (s *Server) Serve() error {
 		return s.hs.ServeTLS(s.ln, "", "") // GetCertificate provides the pair
 	}
 	if !s.lean {
-		return s.hs.Serve(s.ln)
+		return s.hs.Serve(frameListener{s.ln})
 	}
 	return s.serveLean()
 }
