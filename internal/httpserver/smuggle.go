@@ -32,8 +32,9 @@ const maxFrameLine = 64 << 10
 // followed (framer).
 type frameConn struct {
 	net.Conn
-	f   framer      // used by the goroutine reading the connection only
-	bad atomic.Bool // a head with both Content-Length and Transfer-Encoding was read
+	f      framer       // used by the goroutine reading the connection only
+	badAt  atomic.Int64 // the number of the first head with both fields (from 1); 0: none
+	served atomic.Int64 // requests guard was given
 }
 
 func (c *frameConn) Read(p []byte) (int, error) {
@@ -41,7 +42,7 @@ func (c *frameConn) Read(p []byte) (int, error) {
 	if n > 0 && !c.f.done {
 		c.f.feed(p[:n])
 		if c.f.bad {
-			c.bad.Store(true)
+			c.badAt.Store(int64(c.f.heads))
 		}
 	}
 	return n, err
@@ -74,11 +75,18 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// smuggled reports whether r came on a connection where a head with both
-// Content-Length and Transfer-Encoding was read (r's, or one before it).
+// smuggled reports whether r carried both Content-Length and Transfer-Encoding, or came
+// after one that did on its connection; called once for each request guard is given.
+// Requests pipelined before it are served: the heads net/http serves without a handler
+// ("OPTIONS *") are not counted.
 func smuggled(r *http.Request) bool {
 	fc, _ := r.Context().Value(frameConnKey{}).(*frameConn)
-	return fc != nil && fc.bad.Load()
+	if fc == nil {
+		return false
+	}
+	n := fc.served.Add(1)
+	bad := fc.badAt.Load()
+	return bad != 0 && n >= bad
 }
 
 // framer states.
@@ -104,7 +112,8 @@ type framer struct {
 	cl        []byte // the head's first Content-Length value; nil: none
 	te        int    // Transfer-Encoding fields in the head
 	chunked   bool   // its one Transfer-Encoding is chunked
-	heads     int    // complete heads read
+	heads     int    // complete heads read, but for "OPTIONS *" (net/http answers those)
+	options   bool   // the head's request is "OPTIONS *"
 	bad, done bool
 }
 
@@ -189,6 +198,7 @@ func (f *framer) headLine(line []byte) {
 			return
 		}
 		f.first, f.http10 = true, bytes.HasSuffix(line, []byte(" HTTP/1.0"))
+		f.options = bytes.HasPrefix(line, []byte("OPTIONS * "))
 		f.cl, f.te, f.chunked = nil, 0, false
 		return
 	}
@@ -214,7 +224,9 @@ func (f *framer) headLine(line []byte) {
 		return
 	}
 	// The end of the head.
-	f.heads++
+	if !f.options {
+		f.heads++
+	}
 	f.first = false
 	if f.te > 0 && f.cl != nil {
 		f.bad, f.done = true, true
