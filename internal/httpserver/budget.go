@@ -151,6 +151,7 @@ func (s *Server) refuseBusy(w http.ResponseWriter) {
 	b := s.budget
 	b.refused.Add(1)
 	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Connection", "close") // the body is not read
 	http.Error(w, "server busy: the bodies of requests in progress hold "+strconv.FormatInt(b.used.Load(), 10)+" of the "+
 		strconv.FormatInt(b.limit, 10)+" bytes allowed (--max-inflight-body-bytes); try again after Retry-After", http.StatusServiceUnavailable)
 }
