@@ -42,6 +42,7 @@ const (
 type leanConn struct {
 	srv    *Server
 	nc     net.Conn
+	slot   *slotConn // nc's slot, marked idle while the connection waits for a request; nil: none
 	rc     syscall.RawConn
 	remote string
 
@@ -99,6 +100,7 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 		return nil, err
 	}
 	c := &leanConn{srv: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String(), blank: s.blank}
+	c.slot, _ = nc.(*slotConn)
 	if f := s.opts.connContext; f != nil {
 		var ctx context.Context
 		ctx, c.onIdle = f(s.blank.Context())
@@ -272,7 +274,12 @@ func (c *leanConn) readRaw(fd uintptr) bool {
 		}
 	}
 	if rd.err != syscall.EAGAIN {
-		c.idle.Store(false)
+		if c.idle.Load() {
+			c.idle.Store(false)
+			if c.slot != nil {
+				c.slot.idle(false)
+			}
+		}
 		return true
 	}
 	rd.err = nil
@@ -286,6 +293,9 @@ func (c *leanConn) readRaw(fd uintptr) bool {
 	c.release()
 	c.idled()
 	c.idle.Store(true)
+	if c.slot != nil {
+		c.slot.idle(true) // reclaim may close it (limit.go)
+	}
 	c.setReadDeadline()
 	if c.srv.shutting.Load() {
 		rd.stop = true
@@ -513,6 +523,9 @@ func unixNano(t time.Time) int64 {
 	}
 	return max(t.UnixNano(), 1)
 }
+
+// NetConn is the connection inside (slotOf).
+func (p *prefixConn) NetConn() net.Conn { return p.Conn }
 
 func (p *prefixConn) Close() error {
 	p.mu.Lock()

@@ -216,6 +216,7 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 		MaxHeaderBytes:    o.maxHeaderBytes,
 		ErrorLog:          o.errorLog,
 		ConnContext:       connContext, // smuggle.go
+		ConnState:         connState,   // limit.go
 	}
 	if o.certFile == "" {
 		if o.lean {
