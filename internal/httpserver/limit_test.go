@@ -92,4 +92,3 @@ func idleConns(s *Server) int {
 	}
 	return n
 }
-
