@@ -27,6 +27,7 @@ type securityFlags struct {
 	idleTimeout                  time.Duration
 	maxHeaderBytes               int
 	maxConns                     int
+	maxInflightBody              int64 // --max-inflight-body-bytes (serve.go), or --memory-limit
 	leanHTTP1                    bool
 	nsMemoryShare                float64
 	auth                         authFlags
@@ -64,6 +65,9 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		// broker's admission waits inside the handler (docs/overload.md).
 		httpserver.WithRequestReuse(true),
 		httpserver.WithErrorLog(slog.NewLogLogger(log.Handler(), slog.LevelWarn)),
+	}
+	if f.maxInflightBody > 0 {
+		opts = append(opts, httpserver.WithMaxInflightBodyBytes(f.maxInflightBody))
 	}
 	if f.tlsCert != "" || f.tlsKey != "" {
 		opts = append(opts, httpserver.WithTLS(f.tlsCert, f.tlsKey))

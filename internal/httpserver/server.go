@@ -41,6 +41,10 @@ const (
 	DefaultMaxInflightBodyBytes = 64 << 20
 )
 
+// h2ReceiveBuffer is the bytes of request bodies one HTTP/2 connection buffers before
+// its handlers read them (its flow-control window, and each stream's).
+const h2ReceiveBuffer = 256 << 10
+
 // Option configures a Server; see New.
 type Option func(*options)
 
@@ -242,6 +246,10 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 		}
 	}
 	s.hs.TLSConfig = tc
+	// Request bodies an HTTP/2 connection's handlers have not read (a stream waiting for
+	// room in the body budget) wait in its flow-control window: at most this per
+	// connection, whatever its streams.
+	s.hs.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerConnection: h2ReceiveBuffer, MaxReceiveBufferPerStream: h2ReceiveBuffer}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
