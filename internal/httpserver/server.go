@@ -195,9 +195,11 @@ type Server struct {
 	shutting atomic.Bool
 	mu       sync.Mutex
 	conns    map[*leanConn]struct{} // guarded by mu
-	acceptor *acceptor              // accept.go
-	reads    *pollReads             // pollread.go
-	wg       sync.WaitGroup         // one per lean connection, and net/http's Serve
+	// handshakes are the TLS connections in their handshake (tlsserve.go); guarded by mu.
+	handshakes map[net.Conn]struct{}
+	acceptor   *acceptor      // accept.go
+	reads      *pollReads     // pollread.go
+	wg         sync.WaitGroup // one per lean connection, and net/http's Serve
 }
 
 // New returns a server of h on ln. It returns an error naming a bad option, or a TLS
@@ -245,7 +247,10 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 			tc.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}
+	tc.NextProtos = []string{"h2", "http/1.1"} // net/http's ServeTLS would add them; serveTLS does not call it
 	s.hs.TLSConfig = tc
+	s.handoff = newHandoffListener(s.ln.Addr())
+	s.handshakes = map[net.Conn]struct{}{}
 	// Request bodies an HTTP/2 connection's handlers have not read (a stream waiting for
 	// room in the body budget) wait in its flow-control window: at most this per
 	// connection, whatever its streams.
@@ -274,7 +279,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Serve serves until Shutdown; it returns http.ErrServerClosed then.
 func (s *Server) Serve() error {
 	if s.cert != nil {
-		return s.hs.ServeTLS(s.ln, "", "") // GetCertificate provides the pair
+		return s.serveTLS()
 	}
 	if !s.lean {
 		return s.hs.Serve(frameListener{s.ln})
@@ -285,12 +290,13 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting connections and waits, until ctx ends, for the requests in
 // progress.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if !s.lean {
+	if !s.lean && s.cert == nil {
 		return s.hs.Shutdown(ctx)
 	}
 	s.stopAccepting()
 	_ = s.ln.Close()
 	s.wakeIdle()
+	s.closeHandshakes()
 	err := s.hs.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -304,12 +310,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {
-	if !s.lean {
+	if !s.lean && s.cert == nil {
 		return s.hs.Close()
 	}
 	s.stopAccepting()
 	err := s.ln.Close()
-	s.cancel()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.closeHandshakes()
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.nc.Close()

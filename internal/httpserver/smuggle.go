@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -32,9 +33,10 @@ const maxFrameLine = 64 << 10
 // followed (framer).
 type frameConn struct {
 	net.Conn
-	f      framer       // used by the goroutine reading the connection only
-	badAt  atomic.Int64 // the number of the first head with both fields (from 1); 0: none
-	served atomic.Int64 // requests guard was given
+	tls    *tls.ConnectionState // over TLS (tlsserve.go): its handshake's; nil: plain
+	f      framer               // used by the goroutine reading the connection only
+	badAt  atomic.Int64         // the number of the first head with both fields (from 1); 0: none
+	served atomic.Int64         // requests guard was given
 }
 
 func (c *frameConn) Read(p []byte) (int, error) {
@@ -78,11 +80,15 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // smuggled reports whether r carried both Content-Length and Transfer-Encoding, or came
 // after one that did on its connection; called once for each request guard is given.
 // Requests pipelined before it are served: the heads net/http serves without a handler
-// ("OPTIONS *") are not counted.
+// ("OPTIONS *") are not counted. A request over TLS on a frameConn is given its
+// connection's TLS state, which net/http cannot see.
 func smuggled(r *http.Request) bool {
 	fc, _ := r.Context().Value(frameConnKey{}).(*frameConn)
 	if fc == nil {
 		return false
+	}
+	if r.TLS == nil {
+		r.TLS = fc.tls
 	}
 	n := fc.served.Add(1)
 	bad := fc.badAt.Load()

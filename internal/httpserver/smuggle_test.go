@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/tlsfiles/tlstest"
 )
 
 // paths records the paths of the requests a handler was given.
@@ -34,7 +37,7 @@ func (p *paths) list() []string {
 	return append([]string(nil), p.seen...)
 }
 
-// TestSmugglingRefused sends, over raw TCP, a request with both Content-Length and
+// TestSmugglingRefused sends, over raw TCP (and raw TLS), a request with both Content-Length and
 // Transfer-Encoding whose body hides a second request: it is answered 400, the
 // connection is closed, and the hidden request is never served.
 func TestSmugglingRefused(t *testing.T) {
@@ -47,14 +50,24 @@ func TestSmugglingRefused(t *testing.T) {
 		// bytes of body and then the hidden request.
 		"TE then CL": "POST /b HTTP/1.1\r\nHost: x\r\ntransfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n" + strconv.FormatInt(int64(len(hidden)+5), 16) + "\r\nxxxxx" + hidden + "\r\n0\r\n\r\n",
 	}
-	for _, lean := range []bool{true, false} {
+	ca := tlstest.NewCA(t, "test-ca")
+	cf, kf := ca.Server(t).Write(t, t.TempDir())
+	for _, mode := range []string{"lean", "net/http", "TLS"} {
 		for name, req := range smuggle {
 			for _, before := range []string{"", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "GET /first HTTP/1.1\r\nHost: x\r\n\r\n", "POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok",
 				"POST /first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: x\r\n\r\n"} {
-				t.Run(fmt.Sprintf("%s lean=%v after %s", name, lean, firstLine(before)), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %s after %s", name, mode, firstLine(before)), func(t *testing.T) {
 					p := &paths{}
-					s := start(t, p, WithLeanHTTP1(lean))
-					c, err := net.Dial("tcp", s.Addr().String())
+					var c net.Conn
+					var err error
+					switch mode {
+					case "TLS":
+						s := start(t, p, WithTLS(cf, kf))
+						c, err = tls.Dial("tcp", s.Addr().String(), &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"http/1.1"}})
+					default:
+						s := start(t, p, WithLeanHTTP1(mode == "lean"))
+						c, err = net.Dial("tcp", s.Addr().String())
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
