@@ -85,7 +85,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	n := max(r.ContentLength, 0)
 	// A body that could never be taken is refused before any wait for room: a 429 would
 	// have its client retry forever.
-	if s.tooLarge(w, b, r.ContentLength) {
+	if s.tooLarge(w, r, b) {
 		return
 	}
 	// The request's one read of the wall clock: admission's backlog check, the ingress
@@ -205,7 +205,8 @@ type maxByteser interface{ MaxBytes() int64 }
 // tooLarge answers 413, before the body is read, a request whose Content-Length is over
 // --max-event-bytes (in the words a body found too large while read is answered) or
 // over what b's channel can ever hold, and reports whether it did.
-func (s *Server) tooLarge(w http.ResponseWriter, b *Broker, n int64) bool {
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, b *Broker) bool {
+	n := r.ContentLength
 	var msg string
 	if n > s.opts.maxEventBytes {
 		msg = fmt.Sprintf("%v: %d bytes, limit %d", event.ErrTooLarge, n, s.opts.maxEventBytes)
@@ -216,8 +217,10 @@ func (s *Server) tooLarge(w http.ResponseWriter, b *Broker, n int64) bool {
 	}
 	s.metrics.rejected.WithLabelValues(b.key, "too_large").Inc()
 	// The body is not read: net/http would read up to 256 KiB of it before answering
-	// on a connection kept open.
-	w.Header().Set("Connection", "close")
+	// on a connection kept open (HTTP/1.x; on HTTP/2 it would end the whole connection).
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 	http.Error(w, msg, http.StatusRequestEntityTooLarge)
 	return true
 }

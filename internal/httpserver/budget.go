@@ -127,11 +127,12 @@ func (s *Server) guard(h http.Handler) http.Handler {
 		n := r.ContentLength
 		switch {
 		case n > b.limit:
-			w.Header().Set("Connection", "close")
+			unread(w, r)
 			http.Error(w, fmt.Sprintf("request body of %d bytes is larger than the server's in-flight body budget of %d bytes (--max-inflight-body-bytes)", n, b.limit), http.StatusRequestEntityTooLarge)
 			return
 		case n > 0:
 			if !b.reserve(r.Context(), n, s.opts.readTimeout) {
+				unread(w, r)
 				s.refuseBusy(w)
 				return
 			}
@@ -145,13 +146,22 @@ func (s *Server) guard(h http.Handler) http.Handler {
 	})
 }
 
+// unread closes an HTTP/1.x connection after the answer to r, whose body is not read:
+// net/http would read up to 256 KiB of it first to keep the connection. An HTTP/2
+// stream's body is dropped with the stream (there, Connection: close would end the
+// whole connection).
+func unread(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+}
+
 // refuseBusy answers 503 with Retry-After: the budget had no room for the request's
 // body within the read timeout.
 func (s *Server) refuseBusy(w http.ResponseWriter) {
 	b := s.budget
 	b.refused.Add(1)
 	w.Header().Set("Retry-After", "1")
-	w.Header().Set("Connection", "close") // the body is not read
 	http.Error(w, "server busy: the bodies of requests in progress hold "+strconv.FormatInt(b.used.Load(), 10)+" of the "+
 		strconv.FormatInt(b.limit, 10)+" bytes allowed (--max-inflight-body-bytes); try again after Retry-After", http.StatusServiceUnavailable)
 }
