@@ -23,8 +23,9 @@ import (
 // connection costs its goroutine and socket, not two 4 KiB buffers as with net/http, so
 // the bytes a request touches stay in cache however many connections are open. A
 // request the lean parser takes (a plain POST with a Content-Length whose head and body
-// fit the buffer: leanrequest.go) is served there, to the same http.Handler; at the first
-// one it does not take, the connection — the bytes read so far included — is handed to
+// fit the buffer: leanrequest.go, and whose body finds room in the server's budget:
+// budget.go) is served there, to the same http.Handler; at the first one it does not
+// take, the connection — the bytes read so far included — is handed to
 // net/http for the rest of its life, so every other request, error and limit is
 // net/http's. Deadlines are set only when a read or write must wait, not per request.
 

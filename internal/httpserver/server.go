@@ -8,7 +8,10 @@
 // slot until the read-header timeout closes it; a client that never reads its response
 // holds them until the write timeout does. With the connection cap, both cost at most
 // MaxConns goroutines and their socket buffers, whatever the number of clients: the
-// connections beyond the cap wait in the kernel's accept queue.
+// connections beyond the cap wait in the kernel's accept queue, and a new one arriving
+// while every slot is held closes the keep-alive connection idle the longest (limit.go).
+// The bodies of the requests in progress hold at most the in-flight body budget
+// (budget.go), and a request smuggling another past a proxy is refused (smuggle.go).
 package httpserver
 
 import (
