@@ -113,6 +113,7 @@ type framer struct {
 	state     int
 	left      int64  // bytes of body or chunk data to skip
 	line      []byte // the partial line (without its LF) not yet complete
+	field     []byte // the head's header field being read, folded lines joined; empty: none
 	first     bool   // the head's request line has been read
 	http10    bool   // the request is HTTP/1.0 (its Transfer-Encoding is ignored)
 	cl        []byte // the head's first Content-Length value; nil: none
@@ -208,25 +209,25 @@ func (f *framer) headLine(line []byte) {
 		f.cl, f.te, f.chunked = nil, 0, false
 		return
 	}
-	if len(line) > 0 {
-		name, value, ok := bytes.Cut(line, []byte{':'})
-		if !ok {
-			f.done = true
+	if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+		// An obsolete line folding, which net/http still takes: the line continues the
+		// field before it, joined by a space.
+		if len(f.field) == 0 || len(f.field)+len(line) > maxFrameLine {
+			f.done = true // net/http refuses a head whose first field is folded
 			return
 		}
-		value = bytes.Trim(value, " \t")
-		switch {
-		case httpascii.EqualFold(name, "Content-Length"):
-			switch {
-			case f.cl == nil:
-				f.cl = append([]byte{}, value...)
-			case !bytes.Equal(f.cl, value):
-				f.done = true // net/http refuses differing lengths
-			}
-		case httpascii.EqualFold(name, "Transfer-Encoding"):
-			f.te++
-			f.chunked = httpascii.EqualFold(value, "chunked")
+		f.field = append(append(f.field, ' '), bytes.Trim(line, " \t")...)
+		return
+	}
+	if len(f.field) > 0 {
+		f.header(f.field)
+		f.field = f.field[:0]
+		if f.done {
+			return
 		}
+	}
+	if len(line) > 0 {
+		f.field = append(f.field, line...)
 		return
 	}
 	// The end of the head.
@@ -256,6 +257,28 @@ func (f *framer) headLine(line []byte) {
 	}
 	if n > 0 {
 		f.state, f.left = frBody, n
+	}
+}
+
+// header takes one header field of a head, its folded lines joined.
+func (f *framer) header(line []byte) {
+	name, value, ok := bytes.Cut(line, []byte{':'})
+	if !ok {
+		f.done = true
+		return
+	}
+	value = bytes.Trim(value, " \t")
+	switch {
+	case httpascii.EqualFold(name, "Content-Length"):
+		switch {
+		case f.cl == nil:
+			f.cl = append([]byte{}, value...)
+		case !bytes.Equal(f.cl, value):
+			f.done = true // net/http refuses differing lengths
+		}
+	case httpascii.EqualFold(name, "Transfer-Encoding"):
+		f.te++
+		f.chunked = httpascii.EqualFold(value, "chunked")
 	}
 }
 

@@ -46,6 +46,9 @@ func TestSmugglingRefused(t *testing.T) {
 		// A front end that reads Content-Length forwards all of it as one request; we
 		// would read the chunked body and then the hidden request.
 		"CL then TE": "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len("0\r\n\r\n"+hidden)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden,
+		// The same with the Transfer-Encoding folded over two lines, which net/http
+		// still joins.
+		"CL then folded TE": "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len("0\r\n\r\n"+hidden)) + "\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" + hidden,
 		// A front end that reads Transfer-Encoding forwards the chunk; we would read 4
 		// bytes of body and then the hidden request.
 		"TE then CL": "POST /b HTTP/1.1\r\nHost: x\r\ntransfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n" + strconv.FormatInt(int64(len(hidden)+5), 16) + "\r\nxxxxx" + hidden + "\r\n0\r\n\r\n",
@@ -131,6 +134,8 @@ func TestFramer(t *testing.T) {
 		{"chunked then plain", "POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nab\r\nA;x=y\r\n0123456789\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\n\n", 2, false, false, frHead, 0},
 		{"both", "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 1, true, true, frHead, 0},
 		{"both, HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 1, true, true, frHead, 0},
+		{"both, folded", "POST / HTTP/1.1\r\nX: 1\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length:\r\n\t3\r\n\r\n", 1, true, true, frHead, 0},
+		{"folded length", "POST / HTTP/1.1\r\nContent-Length:\r\n 3\r\n\r\nabc", 1, false, false, frHead, 0},
 		{"two lengths", "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 0, false, true, frHead, 0},
 		{"gzip", "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 1, false, true, frHead, 0},
 		{"bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 1, false, true, frChunkSize, 0},
