@@ -94,10 +94,14 @@ func TestRejectHoldsConnection(t *testing.T) {
 		hold time.Duration
 	}{{"held", hold}, {"off", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sub := newRecorder(t)
-			conn, br := dialBroker(t, sub.URL, WithRejectHold(tc.hold), WithAdmitWait(0))
-			big := strings.Repeat("x", 1100) // more than the whole budget
+			sub, _, release := gatedSubscriber(t) // the filler stays queued
+			defer release()
+			conn, br := dialBroker(t, sub, WithRejectHold(tc.hold), WithAdmitWait(0))
+			big := strings.Repeat("x", 700) // with the filler, more than the budget holds
 
+			if resp, _ := rawPost(t, conn, br, "filler", strings.Repeat("x", 100)); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("the filler: %d", resp.StatusCode)
+			}
 			resp, took := rawPost(t, conn, br, "first", big)
 			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 				t.Fatalf("full: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
@@ -467,6 +471,48 @@ func TestMaxStoring(t *testing.T) {
 			}
 			if n := s.lookup("ns/b").admitq.inflight.Load(); n != 0 {
 				t.Errorf("%d requests still counted as storing after both were answered", n)
+			}
+		})
+	}
+}
+
+// TestNeverFitsIs413: a request whose Content-Length is over --max-event-bytes is
+// answered 413 before its body is read, even while the broker is full (a 429 would have
+// its client retry it forever); TestIngressFullAndUnavailable has one over the channel.
+func TestNeverFitsIs413(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int
+		want   string
+	}{
+		{"over --max-event-bytes", 600, "body exceeds the size limit: 600 bytes, limit 512\n"},
+		{"far over --max-event-bytes and the channel", 1 << 20, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub, _, release := gatedSubscriber(t)
+			defer release()
+			conn, br := dialBroker(t, sub, WithMaxEventBytes(512), WithAdmitWait(0), WithRejectHold(0))
+			if resp, _ := rawPost(t, conn, br, "filler", strings.Repeat("x", 100)); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("the filler: %d", resp.StatusCode)
+			}
+			// The head only: the answer must come without the body.
+			head := fmt.Sprintf("POST /ns/b HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nCe-Specversion: 1.0\r\n"+
+				"Ce-Id: big\r\nCe-Source: /test\r\nCe-Type: t\r\nContent-Length: %d\r\n\r\n", tc.length)
+			if _, err := io.WriteString(conn, head); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			want := tc.want
+			if want == "" {
+				want = fmt.Sprintf("body exceeds the size limit: %d bytes, limit 512\n", tc.length)
+			}
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Retry-After") != "" || string(body) != want {
+				t.Errorf("%d Retry-After %q %q; want 413 without Retry-After, %q", resp.StatusCode, resp.Header.Get("Retry-After"), body, want)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ func (b *Broker) setRate(perSec float64) {
 }
 
 // admitRate takes n events from the broker's bucket, or answers 429 with the time a
-// retry would wait for them.
+// retry would wait for them; 413 for more events than the bucket ever holds.
 func (s *Server) admitRate(w http.ResponseWriter, b *Broker, n int) bool {
 	rl := b.rate.Load()
 	if rl == nil {
@@ -42,6 +42,13 @@ func (s *Server) admitRate(w http.ResponseWriter, b *Broker, n int) bool {
 	now := time.Now()
 	if rl.limiter.AllowN(now, n) {
 		return true
+	}
+	if burst := rl.limiter.Burst(); n > burst {
+		// No wait would let it in: the bucket never holds more than a second of events.
+		s.metrics.rejected.WithLabelValues(b.key, "too_large").Inc()
+		http.Error(w, "batch of "+strconv.Itoa(n)+" events is more than the rate limit of /"+b.key+" ("+strconv.FormatFloat(rl.perSec, 'g', -1, 64)+
+			" events/s, sluice.dev/max-rate) ever lets in at once ("+strconv.Itoa(burst)+" events): send smaller batches", http.StatusRequestEntityTooLarge)
+		return false
 	}
 	s.metrics.rejected.WithLabelValues(b.key, "rate").Inc()
 	wait := time.Second

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,4 +199,38 @@ spec:
 	}
 	pAlone, pWith := p99(latAlone), p99(latWith)
 	t.Logf("b: p99 %v alone, %v beside a's flood; a: %v", pAlone, pWith, flood)
+}
+
+// TestBatchOverRateIs413: a batch of more events than a broker's sluice.dev/max-rate
+// ever lets in at once is answered 413 naming the limit, not a 429 its client would
+// retry forever; a batch within it is let in.
+func TestBatchOverRateIs413(t *testing.T) {
+	sub := newRecorder(t)
+	s := newTestServer(t, memory.NewBudget(1<<20))
+	cfg := fmt.Sprintf(brokerDoc, `, annotations: {sluice.dev/max-rate: "5"}`) + triggerDoc("all", "t", sub.URL)
+	if err := s.Apply(context.Background(), loadConfig(t, cfg)); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int) string {
+		evs := make([]string, n)
+		for i := range evs {
+			evs[i] = `{"specversion":"1.0","id":"e` + strconv.Itoa(i) + `","source":"/test","type":"t","data":{"n":1}}`
+		}
+		return "[" + strings.Join(evs, ",") + "]"
+	}
+	h := s.Handler()
+	for _, tc := range []struct {
+		name   string
+		events int
+		status int
+		body   string
+	}{
+		{"over the rate at once", 6, 413, "batch of 6 events is more than the rate limit of /ns/b (5 events/s, sluice.dev/max-rate) ever lets in at once (5 events): send smaller batches\n"},
+		{"within it", 5, 202, ""},
+	} {
+		rec := post(h, "POST", "/ns/b", map[string]string{"Content-Type": "application/cloudevents-batch+json"}, batch(tc.events))
+		if rec.Code != tc.status || rec.Body.String() != tc.body || rec.Header().Get("Retry-After") != "" {
+			t.Errorf("%s: %d Retry-After %q %q; want %d %q", tc.name, rec.Code, rec.Header().Get("Retry-After"), rec.Body, tc.status, tc.body)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/internal/httpserver"
 )
 
 // Handler returns the HTTP handler of the ingress and the health probes:
@@ -81,6 +83,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	n := max(r.ContentLength, 0)
+	// A body that could never be taken is refused before any wait for room: a 429 would
+	// have its client retry forever.
+	if s.tooLarge(w, r, b) {
+		return
+	}
 	// The request's one read of the wall clock: admission's backlog check, the ingress
 	// latency and the knativearrivaltime stamp share it (time.Now costs two clock reads).
 	start := time.Now()
@@ -109,6 +116,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		var he *event.HTTPError
 		if errors.As(err, &he) {
 			status = he.Status
+		}
+		if errors.Is(err, httpserver.ErrBodyBudget) {
+			// The server had no room for more of a body of unknown length.
+			status, reason = http.StatusServiceUnavailable, "unavailable"
+			w.Header().Set("Retry-After", "1")
 		}
 		switch status {
 		case http.StatusRequestEntityTooLarge:
@@ -185,6 +197,33 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var zeroLength = []string{"0"}
+
+// maxByteser is implemented by channels that can never hold more than MaxBytes bytes at
+// once (a memory channel: its share of --memory-limit).
+type maxByteser interface{ MaxBytes() int64 }
+
+// tooLarge answers 413, before the body is read, a request whose Content-Length is over
+// --max-event-bytes (in the words a body found too large while read is answered) or
+// over what b's channel can ever hold, and reports whether it did.
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, b *Broker) bool {
+	n := r.ContentLength
+	var msg string
+	if n > s.opts.maxEventBytes {
+		msg = fmt.Sprintf("%v: %d bytes, limit %d", event.ErrTooLarge, n, s.opts.maxEventBytes)
+	} else if m, ok := b.ch.(maxByteser); ok && n > m.MaxBytes() {
+		msg = fmt.Sprintf("%v: %d bytes, more than the channel holds at once (%d bytes, --memory-limit)", event.ErrTooLarge, n, m.MaxBytes())
+	} else {
+		return false
+	}
+	s.metrics.rejected.WithLabelValues(b.key, "too_large").Inc()
+	// The body is not read: net/http would read up to 256 KiB of it before answering
+	// on a connection kept open (HTTP/1.x; on HTTP/2 it would end the whole connection).
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	http.Error(w, msg, http.StatusRequestEntityTooLarge)
+	return true
+}
 
 // storeFailed answers a request whose events the channel did not store: 429 when it is
 // full, 413 when an event is larger than it stores, 503 otherwise; all but the 413 with

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/internal/httpserver"
 )
 
 // recorder is a subscriber that records the ce-id and body of every event it accepts.
@@ -162,7 +163,8 @@ func TestIngressStatus(t *testing.T) {
 // 429 with Retry-After before the body is read when the request declares its length,
 // 429 after it when it does not, and 503 with Retry-After when the channel cannot store.
 func TestIngressFullAndUnavailable(t *testing.T) {
-	sub := newRecorder(t)
+	sub, _, release := gatedSubscriber(t) // the filler stays queued until release
+	defer release()
 	budget := memory.NewBudget(1024)
 	var ch channel.Channel
 	open := func(_ context.Context, _ config.Broker) (channel.Channel, error) {
@@ -174,11 +176,14 @@ func TestIngressFullAndUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(context.Background())
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub))); err != nil {
 		t.Fatal(err)
 	}
 	h := s.Handler()
-	big := strings.Repeat("x", 1100) // more than the whole budget
+	big := strings.Repeat("x", 700) // with the filler, more than the budget holds
+	if rec := post(h, "POST", "/ns/b", binary("filler"), strings.Repeat("x", 200)); rec.Code != 202 {
+		t.Fatalf("the filler: %d %s", rec.Code, rec.Body)
+	}
 
 	rec := post(h, "POST", "/ns/b", binary("declared"), big)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
@@ -199,6 +204,12 @@ func TestIngressFullAndUnavailable(t *testing.T) {
 		t.Errorf("requests_rejected_total{reason=full} = %v, want 2", n)
 	}
 
+	// A body larger than the channel ever holds is 413, not a 429 to retry forever.
+	if rec := post(h, "POST", "/ns/b", binary("huge"), strings.Repeat("x", 1100)); rec.Code != 413 || rec.Header().Get("Retry-After") != "" ||
+		rec.Body.String() != "body exceeds the size limit: 1100 bytes, more than the channel holds at once (1024 bytes, --memory-limit)\n" {
+		t.Errorf("larger than the channel: %d Retry-After %q %q, want 413 naming --memory-limit", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	release()
 	if rec := post(h, "POST", "/ns/b", binary("fits"), `{}`); rec.Code != 202 {
 		t.Errorf("an event that fits: %d %s", rec.Code, rec.Body)
 	}
@@ -317,5 +328,36 @@ func TestIngressAttributeLimit(t *testing.T) {
 	}
 	if rec := post(h, "POST", "/ns/b", ct, body(396)); rec.Code != http.StatusAccepted {
 		t.Fatalf("400 attributes: %d %q, want 202", rec.Code, rec.Body)
+	}
+}
+
+// budgetFull is a body of unknown length that the server's in-flight body budget cut
+// short (httpserver.ErrBodyBudget), after some bytes.
+type budgetFull struct{ sent bool }
+
+func (b *budgetFull) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, `{"n":`), nil
+	}
+	return 0, httpserver.ErrBodyBudget
+}
+
+// TestBodyBudgetFullIs503: a body of unknown length the server's budget had no room for
+// is answered 503 with Retry-After, not 400.
+func TestBodyBudgetFullIs503(t *testing.T) {
+	s := newTestServer(t, memory.NewBudget(1<<20))
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker())); err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/ns/b", &budgetFull{})
+	for k, v := range binary("chunked") {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = -1
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "--max-inflight-body-bytes") {
+		t.Errorf("%d Retry-After %q %q; want 503, 1, naming --max-inflight-body-bytes", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 }

@@ -54,6 +54,10 @@ func (c *Channel) Admits(n int64) bool { return c.budget.fits(n) }
 
 var _ channel.Admitter = (*Channel)(nil)
 
+// MaxBytes is the most bytes the channel can ever hold at once: its budget's limit (a
+// share's is at most its parent's). Ingress refuses a larger request 413 rather than 429.
+func (c *Channel) MaxBytes() int64 { return c.budget.Limit() }
+
 // Budget returns the byte budget the channel draws on.
 func (c *Channel) Budget() *Budget { return c.budget }
 

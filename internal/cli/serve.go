@@ -35,6 +35,7 @@ type serveFlags struct {
 	addr            string
 	maxEventBytes   bytesize.Size
 	memoryLimit     bytesize.Size
+	maxInflightBody bytesize.Size // 0: --memory-limit
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
@@ -84,6 +85,7 @@ are watched and reloaded without dropping events.`,
 	fl.StringVar(&f.addr, "addr", ":8080", "address to listen on")
 	fl.Var(&f.maxEventBytes, "max-event-bytes", "largest request body accepted; larger ones get 413")
 	fl.Var(&f.memoryLimit, "memory-limit", "bytes all memory channels may hold together; when full, ingress answers 429")
+	fl.Var(&f.maxInflightBody, "max-inflight-body-bytes", "bytes the bodies of requests in progress may hold together, reserved before they are read; past it a request waits for room up to --read-timeout, then gets 503 (default: --memory-limit, at least --max-event-bytes; see docs/security.md)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
@@ -126,6 +128,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 	if err := f.security.check(cmd.Flags().Changed); err != nil {
 		return err
+	}
+	if f.security.maxInflightBody = int64(f.maxInflightBody); f.maxInflightBody == 0 {
+		f.security.maxInflightBody = max(int64(f.memoryLimit), int64(f.maxEventBytes))
+	}
+	if f.security.maxInflightBody < int64(f.maxEventBytes) {
+		return fmt.Errorf("--max-inflight-body-bytes %d is less than --max-event-bytes %s: events between the two could never be accepted",
+			f.security.maxInflightBody, f.maxEventBytes.String())
 	}
 	// Listen first: refs to the configuration's own brokers and channels resolve to
 	// this address.

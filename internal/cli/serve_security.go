@@ -30,6 +30,7 @@ type securityFlags struct {
 	idleTimeout                  time.Duration
 	maxHeaderBytes               int
 	maxConns                     int
+	maxInflightBody              int64 // --max-inflight-body-bytes (serve.go), or --memory-limit
 	leanHTTP1                    bool
 	nsMemoryShare                float64
 	opsTokenFile                 string
@@ -70,6 +71,9 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		httpserver.WithRequestReuse(true),
 		// Failed TLS handshakes are logged at most once per ratelog.Every, with a count.
 		httpserver.WithErrorLog(stdlog.New(newServerErrorLog(log), "", 0)),
+	}
+	if f.maxInflightBody > 0 {
+		opts = append(opts, httpserver.WithMaxInflightBodyBytes(f.maxInflightBody))
 	}
 	if f.tlsCert != "" || f.tlsKey != "" {
 		opts = append(opts, httpserver.WithTLS(f.tlsCert, f.tlsKey))

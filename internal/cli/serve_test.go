@@ -107,6 +107,7 @@ func TestServeRejectsBadSecurityFlags(t *testing.T) {
 		{[]string{"--oidc-token", "nofile"}, `--oidc-token "nofile": want AUDIENCE=FILE`},
 		{[]string{"--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"}, "--tls-cert/--tls-key"},
 		{[]string{"--namespace-memory-share", "0"}, "WithNamespaceShare(0)"},
+		{[]string{"--max-inflight-body-bytes", "512KiB"}, "--max-inflight-body-bytes 524288 is less than --max-event-bytes 1MiB"},
 	} {
 		var stderr lockedBuffer
 		code := Execute(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), &lockedBuffer{}, &stderr)

@@ -23,8 +23,9 @@ import (
 // connection costs its goroutine and socket, not two 4 KiB buffers as with net/http, so
 // the bytes a request touches stay in cache however many connections are open. A
 // request the lean parser takes (a plain POST with a Content-Length whose head and body
-// fit the buffer: leanrequest.go) is served there, to the same http.Handler; at the first
-// one it does not take, the connection — the bytes read so far included — is handed to
+// fit the buffer: leanrequest.go, and whose body finds room in the server's budget:
+// budget.go) is served there, to the same http.Handler; at the first one it does not
+// take, the connection — the bytes read so far included — is handed to
 // net/http for the rest of its life, so every other request, error and limit is
 // net/http's. Deadlines are set only when a read or write must wait, not per request.
 
@@ -42,13 +43,15 @@ const (
 type leanConn struct {
 	srv    *Server
 	nc     net.Conn
+	slot   *slotConn // nc's slot, marked idle while the connection waits for a request; nil: none
 	rc     syscall.RawConn
 	remote string
 
 	buf      *[]byte // pooled; nil while no bytes are held
 	n        int     // bytes held in buf
 	head     leanHead
-	headLen  int // > 0: the head of the request in buf is parsed and lean
+	headLen  int   // > 0: the head of the request in buf is parsed and lean
+	reserved int64 // the bytes its body holds in the server's budget (budget.go)
 	reqStart time.Time
 	rdl      time.Time // the read deadline set; zero: none
 	rdlIdle  bool      // rdl is an idle deadline
@@ -98,6 +101,7 @@ func (s *Server) newLeanConn(nc net.Conn) (*leanConn, error) {
 		return nil, err
 	}
 	c := &leanConn{srv: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String(), blank: s.blank}
+	c.slot, _ = nc.(*slotConn)
 	if f := s.opts.connContext; f != nil {
 		var ctx context.Context
 		ctx, c.onIdle = f(s.blank.Context())
@@ -144,6 +148,14 @@ func (c *leanConn) next() (total int, lean, complete bool) {
 		if !parseLeanHead(b[:i+4], &c.head) || int64(i+4)+c.head.contentLen > leanMaxRequest {
 			return 0, false, false
 		}
+		// The body's bytes are reserved before a buffer is made for them; without room,
+		// net/http's handler (guard) waits for it or refuses.
+		if n := c.head.contentLen; n > 0 {
+			if !c.srv.budget.tryReserve(n) {
+				return 0, false, false
+			}
+			c.reserved = n
+		}
 		c.headLen = i + 4
 	}
 	total = c.headLen + int(c.head.contentLen)
@@ -187,6 +199,7 @@ func (c *leanConn) serveOne(total int) bool {
 	r.Body = &c.body
 	c.w.reset(c)
 	ok := c.handle(r)
+	c.releaseBody()
 	if into != nil {
 		c.srv.reqs.Put(into)
 	}
@@ -217,7 +230,7 @@ func (c *leanConn) handle(r *http.Request) (ok bool) {
 			ok = false
 		}
 	}()
-	c.srv.hs.Handler.ServeHTTP(&c.w, r)
+	c.srv.handler.ServeHTTP(&c.w, r)
 	return true
 }
 
@@ -262,7 +275,12 @@ func (c *leanConn) readRaw(fd uintptr) bool {
 		}
 	}
 	if rd.err != syscall.EAGAIN {
-		c.idle.Store(false)
+		if c.idle.Load() {
+			c.idle.Store(false)
+			if c.slot != nil {
+				c.slot.idle(false)
+			}
+		}
 		return true
 	}
 	rd.err = nil
@@ -276,6 +294,9 @@ func (c *leanConn) readRaw(fd uintptr) bool {
 	c.release()
 	c.idled()
 	c.idle.Store(true)
+	if c.slot != nil {
+		c.slot.idle(true) // reclaim may close it (limit.go)
+	}
 	c.setReadDeadline()
 	if c.srv.shutting.Load() {
 		rd.stop = true
@@ -365,7 +386,14 @@ func putBuf(pool *sync.Pool, b *[]byte) {
 	}
 }
 
+// releaseBody gives back the bytes the request's body holds in the budget.
+func (c *leanConn) releaseBody() {
+	c.srv.budget.release(c.reserved)
+	c.reserved = 0
+}
+
 func (c *leanConn) close() {
+	c.releaseBody()
 	c.srv.untrack(c)
 	c.idled()
 	c.release()
@@ -381,13 +409,14 @@ func (c *leanConn) idled() {
 
 // handoff gives the connection, with the bytes read and not served, to net/http.
 func (c *leanConn) handoff() {
+	c.releaseBody()
 	c.srv.untrack(c)
 	c.idled()
 	_ = c.nc.SetDeadline(time.Time{})
 	pc := &prefixConn{Conn: c.nc, buf: c.buf, data: (*c.buf)[:c.n], pool: &c.srv.bufs,
 		poller: newFDPoller(c.nc), reads: c.srv.reads}
 	c.buf, c.n = nil, 0
-	if !c.srv.handoff.give(pc) {
+	if !c.srv.handoff.give(&frameConn{Conn: pc}) { // smuggle.go
 		_ = pc.Close()
 	}
 }
@@ -495,6 +524,9 @@ func unixNano(t time.Time) int64 {
 	}
 	return max(t.UnixNano(), 1)
 }
+
+// NetConn is the connection inside (slotOf).
+func (p *prefixConn) NetConn() net.Conn { return p.Conn }
 
 func (p *prefixConn) Close() error {
 	p.mu.Lock()

@@ -237,11 +237,16 @@ func dialDo(t *testing.T, addr, raw string) net.Conn {
 }
 
 // TestLeanConnectionCap: the lean path keeps WithMaxConns, handed-off connections
-// included: beyond the cap a connection waits to be accepted until one closes.
+// included: beyond the cap a connection waits to be accepted until one closes (while
+// none is idle: TestIdleConnectionReclaimed).
 func TestLeanConnectionCap(t *testing.T) {
 	s := start(t, echo, WithMaxConns(2))
 	a := dialDo(t, s.Addr().String(), post)
 	b := dialDo(t, s.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n\r\n") // handed off
+	// Both busy: a next request begun on each.
+	io.WriteString(a, "POST /b HTTP/1.1\r\n")
+	io.WriteString(b, "GET / HTTP/1.1\r\n")
+	waitFor(t, "both connections busy", func() bool { return idleConns(s) == 0 })
 	c, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,10 @@
 // slot until the read-header timeout closes it; a client that never reads its response
 // holds them until the write timeout does. With the connection cap, both cost at most
 // MaxConns goroutines and their socket buffers, whatever the number of clients: the
-// connections beyond the cap wait in the kernel's accept queue.
+// connections beyond the cap wait in the kernel's accept queue, and a new one arriving
+// while every slot is held closes the keep-alive connection idle the longest (limit.go).
+// The bodies of the requests in progress hold at most the in-flight body budget
+// (budget.go), and a request smuggling another past a proxy is refused (smuggle.go).
 package httpserver
 
 import (
@@ -36,7 +39,14 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxConns          = 8192
+	// DefaultMaxInflightBodyBytes is the in-flight body budget without
+	// WithMaxInflightBodyBytes: the default of sluice serve's --memory-limit.
+	DefaultMaxInflightBodyBytes = 64 << 20
 )
+
+// h2ReceiveBuffer is the bytes of request bodies one HTTP/2 connection buffers before
+// its handlers read them (its flow-control window, and each stream's).
+const h2ReceiveBuffer = 256 << 10
 
 // Option configures a Server; see New.
 type Option func(*options)
@@ -44,6 +54,7 @@ type Option func(*options)
 type options struct {
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout time.Duration
 	maxHeaderBytes, maxConns                                  int
+	maxInflightBody                                           int64
 	certFile, keyFile, clientCAFile                           string
 	requireClientCert                                         bool
 	lean, reuseRequests                                       bool
@@ -77,6 +88,15 @@ func WithMaxHeaderBytes(n int) Option { return func(o *options) { o.maxHeaderByt
 // WithMaxConns caps the connections served at once; more wait to be accepted. Default
 // DefaultMaxConns.
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
+// WithMaxInflightBodyBytes caps the bytes the bodies of the requests in progress may
+// hold together (budget.go): a body reserves its bytes before they are read, a request
+// that finds no room waits for it up to the read timeout and is then answered 503 with
+// Retry-After, and one whose Content-Length exceeds n is answered 413. Default
+// DefaultMaxInflightBodyBytes.
+func WithMaxInflightBodyBytes(n int64) Option {
+	return func(o *options) { o.maxInflightBody = n }
+}
 
 // WithTLS serves TLS with the PEM certificate and key in these files, reloaded when they
 // change (checked at most once a second, on a handshake).
@@ -126,6 +146,7 @@ func defaults() options {
 		readHeaderTimeout: DefaultReadHeaderTimeout, readTimeout: DefaultReadTimeout,
 		writeTimeout: DefaultWriteTimeout, idleTimeout: DefaultIdleTimeout,
 		maxHeaderBytes: DefaultMaxHeaderBytes, maxConns: DefaultMaxConns, lean: true,
+		maxInflightBody: DefaultMaxInflightBodyBytes,
 	}
 }
 
@@ -144,6 +165,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("httpserver: WithMaxHeaderBytes(%d): want at least 1024", o.maxHeaderBytes)
 	case o.maxConns < 1:
 		return fmt.Errorf("httpserver: WithMaxConns(%d): want at least 1", o.maxConns)
+	case o.maxInflightBody < 1:
+		return fmt.Errorf("httpserver: WithMaxInflightBodyBytes(%d): want at least 1", o.maxInflightBody)
 	case (o.certFile == "") != (o.keyFile == ""):
 		return errors.New("httpserver: WithTLS: want both a certificate and a key file")
 	case o.clientCAFile != "" && o.certFile == "":
@@ -154,10 +177,12 @@ func (o *options) validate() error {
 
 // Server is one hardened HTTP server on one listener.
 type Server struct {
-	hs   *http.Server
-	ln   *limitListener
-	cert *tlsfiles.Certificate // nil without TLS
-	opts options
+	hs      *http.Server
+	handler http.Handler // the handler given to New: the lean path's; net/http's is guard's
+	budget  *bodyBudget  // budget.go
+	ln      *limitListener
+	cert    *tlsfiles.Certificate // nil without TLS
+	opts    options
 
 	// The lean path (lean.go), on a plain listener unless WithLeanHTTP1(false).
 	lean    bool
@@ -173,9 +198,11 @@ type Server struct {
 	shutting atomic.Bool
 	mu       sync.Mutex
 	conns    map[*leanConn]struct{} // guarded by mu
-	acceptor *acceptor              // accept.go
-	reads    *pollReads             // pollread.go
-	wg       sync.WaitGroup         // one per lean connection, and net/http's Serve
+	// handshakes are the TLS connections in their handshake (tlsserve.go); guarded by mu.
+	handshakes map[net.Conn]struct{}
+	acceptor   *acceptor      // accept.go
+	reads      *pollReads     // pollread.go
+	wg         sync.WaitGroup // one per lean connection, and net/http's Serve
 }
 
 // New returns a server of h on ln. It returns an error naming a bad option, or a TLS
@@ -188,15 +215,17 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{ln: newLimitListener(ln, o.maxConns), opts: o}
+	s := &Server{ln: newLimitListener(ln, o.maxConns), opts: o, handler: h, budget: newBodyBudget(o.maxInflightBody)}
 	s.hs = &http.Server{
-		Handler:           h,
+		Handler:           s.guard(h),
 		ReadHeaderTimeout: o.readHeaderTimeout,
 		ReadTimeout:       o.readTimeout,
 		WriteTimeout:      o.writeTimeout,
 		IdleTimeout:       o.idleTimeout,
 		MaxHeaderBytes:    o.maxHeaderBytes,
 		ErrorLog:          o.errorLog,
+		ConnContext:       connContext, // smuggle.go
+		ConnState:         connState,   // limit.go
 	}
 	if o.certFile == "" {
 		if o.lean {
@@ -221,7 +250,14 @@ func New(ln net.Listener, h http.Handler, opts ...Option) (*Server, error) {
 			tc.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}
+	tc.NextProtos = []string{"h2", "http/1.1"} // net/http's ServeTLS would add them; serveTLS does not call it
 	s.hs.TLSConfig = tc
+	s.handoff = newHandoffListener(s.ln.Addr())
+	s.handshakes = map[net.Conn]struct{}{}
+	// Request bodies an HTTP/2 connection's handlers have not read (a stream waiting for
+	// room in the body budget) wait in its flow-control window: at most this per
+	// connection, whatever its streams.
+	s.hs.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerConnection: h2ReceiveBuffer, MaxReceiveBufferPerStream: h2ReceiveBuffer}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
@@ -246,10 +282,10 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Serve serves until Shutdown; it returns http.ErrServerClosed then.
 func (s *Server) Serve() error {
 	if s.cert != nil {
-		return s.hs.ServeTLS(s.ln, "", "") // GetCertificate provides the pair
+		return s.serveTLS()
 	}
 	if !s.lean {
-		return s.hs.Serve(s.ln)
+		return s.hs.Serve(frameListener{s.ln})
 	}
 	return s.serveLean()
 }
@@ -257,12 +293,13 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting connections and waits, until ctx ends, for the requests in
 // progress.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if !s.lean {
+	if !s.lean && s.cert == nil {
 		return s.hs.Shutdown(ctx)
 	}
 	s.stopAccepting()
 	_ = s.ln.Close()
 	s.wakeIdle()
+	s.closeHandshakes()
 	err := s.hs.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -276,12 +313,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {
-	if !s.lean {
+	if !s.lean && s.cert == nil {
 		return s.hs.Close()
 	}
 	s.stopAccepting()
 	err := s.ln.Close()
-	s.cancel()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.closeHandshakes()
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.nc.Close()

@@ -171,6 +171,9 @@ func TestMutualTLS(t *testing.T) {
 	if got, err := get(t, tlsClient(ca, true, alice), url(optional)); err != nil || got != "HTTP/2.0 system:serviceaccount:shop:alice" {
 		t.Errorf("client certificate: %q, %v; want its common name", got, err)
 	}
+	if got, err := get(t, tlsClient(ca, false, alice), url(optional)); err != nil || got != "HTTP/1.1 system:serviceaccount:shop:alice" {
+		t.Errorf("client certificate over HTTP/1.1: %q, %v; want its common name", got, err)
+	}
 	if got, err := get(t, tlsClient(ca, true), url(optional)); err != nil || got != "HTTP/2.0 -" {
 		t.Errorf("no client certificate, optional: %q, %v; want served without identity", got, err)
 	}
