@@ -30,6 +30,12 @@ type Options struct {
 	// Settle bounds the wait, after the last request, for accepted events to arrive.
 	Settle   time.Duration
 	Progress io.Writer // per-second progress lines (nil = none)
+	// Backlog > 0 makes the receiver refuse (503) every delivery while the load runs,
+	// then accept: the load's schedule should send about Backlog events. The result's
+	// Backlog says how fast the target drained them.
+	Backlog uint64
+	// Faults are shell commands run at times in the run (at most MaxFaults).
+	Faults []Fault
 }
 
 // Result joins the load's and the receiver's results. Second t of every series is the
@@ -48,6 +54,10 @@ type Result struct {
 	// FindMax is the search of a --find-max run, whose result this is of its highest
 	// passing step (or its last step, if none passed); nil otherwise.
 	FindMax *MaxSearch `json:"find_max,omitempty"`
+	// Backlog is the drain of a --backlog run; nil otherwise.
+	Backlog *Backlog `json:"backlog,omitempty"`
+	// Faults are the --fault commands, what they did and what they cost.
+	Faults []FaultRecord `json:"faults,omitempty"`
 }
 
 // Run executes a bench run.
@@ -57,6 +67,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Settle <= 0 {
 		o.Settle = 10 * time.Second
+	}
+	if len(o.Faults) > MaxFaults {
+		return nil, fmt.Errorf("bench: %d faults, at most %d", len(o.Faults), MaxFaults)
 	}
 	ln, err := receive.Listen(o.ReceiverAddr)
 	if errors.Is(err, syscall.EADDRINUSE) {
@@ -85,28 +98,52 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	seriesCtx, stopSeries := context.WithCancel(context.Background())
 	seriesDone := make(chan struct{})
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	faultsDone := make(chan []FaultRecord, 1)
+	var start time.Time
 	o.Load.TrackAccepted = true
 	o.Load.Progress = o.Progress
-	o.Load.OnStart = func(start time.Time) {
-		go func() { rcv.Series(seriesCtx, start); close(seriesDone) }()
+	o.Load.OnStart = func(s time.Time) {
+		start = s
+		go func() { rcv.Series(seriesCtx, s); close(seriesDone) }()
+		go func() { faultsDone <- runFaults(faultCtx, s, o.Faults) }()
 	}
+	rcv.SetRefusing(o.Backlog > 0)
 	lr, err := load.Run(ctx, o.Load)
 	if err != nil {
 		stopSeries()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	res := &Result{Load: lr, Accepted: lr.Accepted.Len()}
-	// Settle: wait until the receiver has every accepted event, or the timeout.
-	run := o.Load.Template.Run
 	endLoad := time.Now()
+	var delivered0 uint64
+	if o.Backlog > 0 {
+		res.Backlog = &Backlog{Requested: o.Backlog, Events: res.Accepted, OpenedAt: endLoad.Sub(start)}
+		rcv.SetRefusing(false)
+		delivered0 = rcv.Count()
+	}
+	// Settle: wait until the receiver has every accepted event and every fault has
+	// finished, or the timeout.
+	run := o.Load.Template.Run
 	deadline := endLoad.Add(o.Settle)
+	var faults []FaultRecord
+	faultsIn := faultsDone
+	if start.IsZero() { // the load stopped before its start: no fault was scheduled
+		faultsIn = nil
+	}
 	for {
-		seen := rcv.Seen(run)
-		if lr.Accepted.Missing(seen, nil) == 0 {
-			res.Settled = true
-			break
+		select {
+		case faults = <-faultsIn:
+			faultsIn = nil
+		default:
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		seen := rcv.Seen(run)
+		if missing := lr.Accepted.Missing(seen, nil); missing == 0 && !res.Settled {
+			res.Settled = true
+			res.SettleTime = time.Since(endLoad)
+		}
+		if (res.Settled && faultsIn == nil) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		select {
@@ -117,10 +154,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case <-ctx.Done():
 		}
 	}
-	res.SettleTime = time.Since(endLoad)
+	if !res.Settled {
+		res.SettleTime = time.Since(endLoad)
+	}
+	stopFaults()
+	if faultsIn != nil {
+		faults = <-faultsIn
+	}
 	stopSeries()
 	<-seriesDone
 	res.Receive = rcv.Report()
+	if b := res.Backlog; b != nil {
+		b.Refused = res.Receive.Refused
+		b.Drained = res.Settled
+		b.DrainTime = res.SettleTime
+		if res.Settled && !res.Receive.Last.IsZero() {
+			b.DrainTime = max(res.Receive.Last.Sub(endLoad), 0)
+		}
+		catchUp(b, res.Receive.Events-delivered0, res.Receive.Seconds)
+	}
 	seen := rcv.Seen(run)
 	epr := uint64(max(lr.EventsPerRequest, 1))
 	res.Lost = lr.Accepted.Missing(seen, func(seq uint64) {
@@ -137,6 +189,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	for len(res.LostBySecond) < len(lr.Seconds) {
 		res.LostBySecond = append(res.LostBySecond, 0)
+	}
+	res.Faults = faults
+	for i := range res.Faults {
+		f := &res.Faults[i]
+		if !f.Ran {
+			continue
+		}
+		next := len(res.LostBySecond) + len(res.Receive.Seconds) + 1
+		for _, g := range res.Faults {
+			if g.At > f.At {
+				next = min(next, int(g.At/time.Second))
+			}
+		}
+		f.IngressRecovery, f.BacklogDrain = faultRecovery(lr.Seconds, res.Receive.Seconds, epr, f.At, next)
+		for s := int(f.At / time.Second); s < next && s < len(res.LostBySecond); s++ {
+			f.Lost += res.LostBySecond[s]
+		}
 	}
 	return res, nil
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -48,6 +49,7 @@ type Receiver struct {
 	o       Options
 	metrics http.Handler
 	bufs    sync.Pool
+	refuse  atomic.Bool // answer 503 to every event (bench --backlog)
 
 	mEvents, mDups, mInvalid, mRejected prometheus.Counter
 	mLatency                            prometheus.Histogram
@@ -59,6 +61,7 @@ type Receiver struct {
 	dups        uint64
 	invalid     uint64 // requests that were not CloudEvents
 	rejected    uint64 // requests failed on purpose (fault injection)
+	refused     uint64 // requests answered 503 while refusing (SetRefusing)
 	total       *hdrhistogram.Histogram
 	second      *hdrhistogram.Histogram
 	secEvents   uint64
@@ -160,6 +163,13 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if _, err := buf.ReadFrom(req.Body); err != nil {
 		r.countInvalid()
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.refuse.Load() {
+		r.mu.Lock()
+		r.refused++
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	if r.o.FailRatio > 0 && rand.Float64() < r.o.FailRatio {
@@ -309,6 +319,11 @@ func (r *Receiver) tick(t int, last bool) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// SetRefusing makes the receiver answer 503 Service Unavailable to every event request
+// (true), recording nothing of them but their count (Report.Refused), or accept them
+// again (false). bench --backlog refuses while it builds a backlog in the target.
+func (r *Receiver) SetRefusing(on bool) { r.refuse.Store(on) }
 
 // Count returns the number of distinct events received so far (warm-up included).
 func (r *Receiver) Count() uint64 {

@@ -119,6 +119,27 @@ func TestFaultInjectionAndMetrics(t *testing.T) {
 	}
 }
 
+// TestRefusing: while refusing, every event gets 503 and is not counted as received;
+// after SetRefusing(false) the same event is accepted.
+func TestRefusing(t *testing.T) {
+	r := New(Options{})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	r.SetRefusing(true)
+	for range 3 {
+		if c := post(t, srv.URL, "application/json", binary("b", 0, time.Now()), `{}`); c != 503 {
+			t.Errorf("refusing: status %d, want 503", c)
+		}
+	}
+	r.SetRefusing(false)
+	if c := post(t, srv.URL, "application/json", binary("b", 0, time.Now()), `{}`); c != 202 {
+		t.Errorf("open: status %d, want 202", c)
+	}
+	if rep := r.Report(); rep.Refused != 3 || rep.Events != 1 || rep.Duplicates != 0 {
+		t.Errorf("refused %d events %d duplicates %d, want 3 1 0", rep.Refused, rep.Events, rep.Duplicates)
+	}
+}
+
 func BenchmarkHandlerBinary(b *testing.B) {
 	r := New(Options{})
 	body := bytes.Repeat([]byte("x"), 2048)

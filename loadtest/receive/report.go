@@ -22,6 +22,7 @@ type Report struct {
 	Lost       uint64             `json:"lost"`
 	Invalid    uint64             `json:"invalid"`
 	Rejected   uint64             `json:"rejected"`
+	Refused    uint64             `json:"refused"` // requests answered 503 while refusing (bench --backlog)
 	Rate       float64            `json:"rate"` // events/s from first to last event
 	Latency    stats.Summary      `json:"e2e_latency"`
 	Runs       []RunReport        `json:"runs"`
@@ -46,7 +47,7 @@ func (r *Receiver) Report() *Report {
 	defer r.mu.Unlock()
 	rep := &Report{
 		Epoch: r.epoch, First: r.first, Last: r.last,
-		Events: r.events, Warmup: r.warmup, Duplicates: r.dups, Invalid: r.invalid, Rejected: r.rejected,
+		Events: r.events, Warmup: r.warmup, Duplicates: r.dups, Invalid: r.invalid, Rejected: r.rejected, Refused: r.refused,
 		Latency: stats.Summarize(r.total), Seconds: append([]stats.RecvSecond(nil), r.series...),
 		Hist: hdrhistogram.Import(r.total.Export()),
 	}
