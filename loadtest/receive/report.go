@@ -23,7 +23,7 @@ type Report struct {
 	Invalid    uint64             `json:"invalid"`
 	Rejected   uint64             `json:"rejected"`
 	Refused    uint64             `json:"refused"` // requests answered 503 while refusing (bench --backlog)
-	Rate       float64            `json:"rate"` // events/s from first to last event
+	Rate       float64            `json:"rate"`    // events/s from first to last event
 	Latency    stats.Summary      `json:"e2e_latency"`
 	Runs       []RunReport        `json:"runs"`
 	Seconds    []stats.RecvSecond `json:"seconds"`
