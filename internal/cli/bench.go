@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ func newBenchCmd() *cobra.Command {
 		findMax            bool
 		search             bench.Search
 		precisionPct       float64
+		backlog            int64
+		faultFlags         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench (--target URL | --direct) [load flags] [--out DIR] [--slo OBJECTIVES]",
@@ -119,6 +122,18 @@ column and one line per run, named by its --label or else its directory's name.`
 			if !direct && lf.target == "" {
 				return errors.New("--target is required unless --direct")
 			}
+			faults, err := parseFaults(faultFlags)
+			if err != nil {
+				return err
+			}
+			if findMax && len(faults) > 0 {
+				return errors.New("--fault runs once in a run: drop it with --find-max")
+			}
+			if cmd.Flags().Changed("backlog") {
+				if err := checkBacklog(cmd, backlog, direct, findMax); err != nil {
+					return err
+				}
+			}
 			if lf.target == "" {
 				lf.target = "http://placeholder/" // replaced by the receiver's address
 			}
@@ -126,7 +141,15 @@ column and one line per run, named by its --label or else its directory's name.`
 			if err != nil {
 				return err
 			}
-			o := bench.Options{Load: lo, ReceiverAddr: receiverAddr, Direct: direct, Settle: settle}
+			if backlog > 0 { // exactly ⌈N / events per request⌉ requests at --rate
+				reqs := (backlog + int64(lo.Template.EventsPerRequest()) - 1) / int64(lo.Template.EventsPerRequest())
+				lf.duration = time.Duration(math.Round(float64(reqs) / lf.rate * 1e9))
+				if lo, err = lf.options(); err != nil {
+					return err
+				}
+			}
+			o := bench.Options{Load: lo, ReceiverAddr: receiverAddr, Direct: direct, Settle: settle,
+				Backlog: uint64(max(backlog, 0)), Faults: faults}
 			if !quiet {
 				o.Progress = cmd.ErrOrStderr()
 			}
@@ -171,7 +194,48 @@ column and one line per run, named by its --label or else its directory's name.`
 	f.Float64Var(&search.Start, "start-rate", 1000, "--find-max: the first step's rate, requests/s")
 	f.Float64Var(&precisionPct, "precision", 5, "--find-max: stop when the lowest failing rate is within this many percent of the highest passing one")
 	f.IntVar(&search.MaxSteps, "max-steps", 20, "--find-max: at most this many steps")
+	f.Int64Var(&backlog, "backlog", 0, "send N events at --rate while the receiver refuses them (503), then let it accept: report catch-up rate and time to drain")
+	f.StringArrayVar(&faultFlags, "fault", nil, "run a shell command at a time in the run: 'at=20s,run=COMMAND' (repeatable); the report gives its exit code, recovery and loss")
 	return cmd
+}
+
+// maxBacklog bounds --backlog: bench keeps one bit per event sent.
+const maxBacklog = 10_000_000
+
+// checkBacklog validates --backlog N against the other flags.
+func checkBacklog(cmd *cobra.Command, n int64, direct, findMax bool) error {
+	switch {
+	case n <= 0:
+		return fmt.Errorf("--backlog %d: give the number of events to hold back, more than 0", n)
+	case n > maxBacklog:
+		return fmt.Errorf("--backlog %d: at most %d events", n, maxBacklog)
+	case direct:
+		return errors.New("--backlog needs a broker to hold the events: drop --direct and give its --target")
+	case findMax:
+		return errors.New("--backlog and --find-max do not go together: drop one")
+	}
+	for _, name := range []string{"duration", "pace", "ramp", "warmup"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--backlog N sends exactly N events at --rate: drop --%s", name)
+		}
+	}
+	return nil
+}
+
+// parseFaults parses the --fault flags.
+func parseFaults(flags []string) ([]bench.Fault, error) {
+	if len(flags) > bench.MaxFaults {
+		return nil, fmt.Errorf("--fault given %d times, at most %d", len(flags), bench.MaxFaults)
+	}
+	var out []bench.Fault
+	for _, s := range flags {
+		f, err := bench.ParseFault(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // runFindMax runs a --find-max search, prints its steps and result, and writes the
