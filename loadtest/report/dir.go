@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -69,6 +70,29 @@ func WriteSummary(w io.Writer, s *Saved) error {
 	}
 	fmt.Fprintf(w, "Lost          [accepted, delivered, lost, lost%%]  %d, %d, %d, %.4f%%\n", r.Accepted, r.Delivered, r.Lost, r.LostPct)
 	fmt.Fprintf(w, "Settle        [time, complete]                    %s, %v\n", round(r.SettleTime), r.Settled)
+	if b := r.Backlog; b != nil {
+		fmt.Fprintln(w, "\n== Backlog (receiver refused, then opened)")
+		fmt.Fprintf(w, "Backlog       [requested, accepted, refused requests]          %d, %d, %d\n", b.Requested, b.Events, b.Refused)
+		fmt.Fprintf(w, "Opened        [at]                                             %s\n", round(b.OpenedAt))
+		fmt.Fprintf(w, "Drain         [time to drain, drained]                         %s, %v\n", round(b.DrainTime), b.Drained)
+		fmt.Fprintf(w, "Catch-up      [events, rate, peak second]                      %d, %.2f/s, %d\n", b.CatchUpEvents, b.CatchUpRate, b.PeakCatchUp)
+	}
+	if len(r.Faults) > 0 {
+		fmt.Fprintln(w, "\n== Faults")
+		for i, f := range r.Faults {
+			fmt.Fprintf(w, "%s: %s\n", faultLabel(i, f), f.Command)
+			if !f.Ran {
+				fmt.Fprintf(w, "  %s\n", f.Error)
+				continue
+			}
+			fmt.Fprintf(w, "  exit %d after %s%s\n", f.ExitCode, round(f.Took), errSuffix(f.Error))
+			fmt.Fprintf(w, "  recovery: ingress 2xx again after %s, backlog drained after %s; lost %d\n",
+				optDur(f.IngressRecovery), optDur(f.BacklogDrain), f.Lost)
+			if out := strings.TrimRight(f.OutputTail, "\n"); out != "" {
+				fmt.Fprintf(w, "  output (tail):\n    %s\n", strings.ReplaceAll(out, "\n", "\n    "))
+			}
+		}
+	}
 	if len(s.SLO) > 0 {
 		fmt.Fprintln(w, "\n== SLO")
 		for _, v := range s.SLO {
@@ -83,6 +107,44 @@ func WriteSummary(w io.Writer, s *Saved) error {
 		}
 	}
 	return nil
+}
+
+// faultLabel names fault i on plots and in the summary: "fault 1 at 20s".
+func faultLabel(i int, f bench.FaultRecord) string {
+	return fmt.Sprintf("fault %d at %s", i+1, f.At)
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (" + e + ")"
+}
+
+// optDur renders a recovery time; nil is "never".
+func optDur(d *time.Duration) string {
+	if d == nil {
+		return "never (not within the run)"
+	}
+	return round(*d).String()
+}
+
+// marks returns the time plots' marks (faults that ran) and spans (a backlog's
+// refusal and drain).
+func marks(r *bench.Result) ([]Mark, []Span) {
+	var ms []Mark
+	for i, f := range r.Faults {
+		if f.Ran {
+			ms = append(ms, Mark{X: f.At.Seconds(), Label: faultLabel(i, f)})
+		}
+	}
+	var sp []Span
+	if b := r.Backlog; b != nil {
+		open := b.OpenedAt.Seconds()
+		sp = append(sp, Span{From: 0, To: open, Label: "receiver refusing", Color: 8},
+			Span{From: open, To: open + b.DrainTime.Seconds(), Label: "draining", Color: 3})
+	}
+	return ms, sp
 }
 
 // Charts returns the plots of a run: latency by rate step (pace and ramp runs),
@@ -117,6 +179,7 @@ func Charts(s *Saved) []Chart {
 		})
 	}
 	epr := float64(max(r.Load.EventsPerRequest, 1))
+	faultMarks, backlogSpans := marks(r)
 	var out []Chart
 	if len(r.Load.Steps) > 1 {
 		c := Chart{File: "latency-by-step.png", Title: "Latency by rate step (solid: publish, dashed: end-to-end)",
@@ -141,25 +204,25 @@ func Charts(s *Saved) []Chart {
 		dist.Lines = append(dist.Lines, Series{Name: d.name, X: x, Y: y})
 	}
 	out = append(out, dist,
-		Chart{File: "publish-latency.png", Title: "Publish latency (from intended send time)", YLabel: "ms", Lines: []Series{
+		Chart{File: "publish-latency.png", Title: "Publish latency (from intended send time)", YLabel: "ms", Marks: faultMarks, Lines: []Series{
 			lat(ls, "p50", func(s stats.LoadSecond) (float64, float64) { return s.P50, s.Max }),
 			lat(ls, "p90", func(s stats.LoadSecond) (float64, float64) { return s.P90, s.Max }),
 			lat(ls, "p99", func(s stats.LoadSecond) (float64, float64) { return s.P99, s.Max }),
 			lat(ls, "max", func(s stats.LoadSecond) (float64, float64) { return s.Max, s.Max }),
 		}},
-		Chart{File: "e2e-latency.png", Title: "End-to-end latency (intended send → receipt)", YLabel: "ms", Lines: []Series{
+		Chart{File: "e2e-latency.png", Title: "End-to-end latency (intended send → receipt)", YLabel: "ms", Marks: faultMarks, Lines: []Series{
 			lat(rs, "p50", func(s stats.RecvSecond) (float64, float64) { return s.P50, s.Max }),
 			lat(rs, "p90", func(s stats.RecvSecond) (float64, float64) { return s.P90, s.Max }),
 			lat(rs, "p99", func(s stats.RecvSecond) (float64, float64) { return s.P99, s.Max }),
 			lat(rs, "max", func(s stats.RecvSecond) (float64, float64) { return s.Max, s.Max }),
 		}},
-		Chart{File: "throughput.png", Title: "Throughput: sent and delivered", YLabel: "events/s", Lines: []Series{
+		Chart{File: "throughput.png", Title: "Throughput: sent and delivered", YLabel: "events/s", Marks: faultMarks, Spans: backlogSpans, Lines: []Series{
 			{Name: "intended", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.Intended) }), Dashed: true, Color: 8},
 			{Name: "sent", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.Sent) }), Color: 1},
 			{Name: "accepted (2xx)", Y: l(func(s stats.LoadSecond) float64 { return epr * float64(s.OK) }), Color: 3},
 			{Name: "delivered", Y: rc(func(s stats.RecvSecond) float64 { return float64(s.Events) }), Color: 2},
 		}},
-		Chart{File: "failures.png", Title: "Failures per second (lost events by send second)", YLabel: "count", Lines: []Series{
+		Chart{File: "failures.png", Title: "Failures per second (lost events by send second)", YLabel: "count", Marks: faultMarks, Lines: []Series{
 			{Name: "failed requests", Y: l(func(s stats.LoadSecond) float64 { return float64(s.Failed) }), Color: 4},
 			{Name: "lost events", Y: col(func(i int) float64 {
 				if i < len(r.LostBySecond) {
@@ -337,7 +400,14 @@ func renderCharts(dir string, cs []Chart) ([]image, error) {
 		if err := os.WriteFile(filepath.Join(dir, c.File), png, 0o644); err != nil {
 			return nil, fmt.Errorf("report: %w", err)
 		}
-		imgs = append(imgs, image{Title: c.Title, Src: dataURI(png)})
+		alt := c.Title
+		for _, sp := range c.Spans {
+			alt += fmt.Sprintf("; %s from %gs to %gs", sp.Label, math.Round(sp.From*10)/10, math.Round(sp.To*10)/10)
+		}
+		for _, m := range c.Marks {
+			alt += "; " + m.Label
+		}
+		imgs = append(imgs, image{Title: alt, Src: dataURI(png)})
 	}
 	return imgs, nil
 }

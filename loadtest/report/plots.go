@@ -36,7 +36,66 @@ type Chart struct {
 	// Percentile says x is a percentile mapped to −log10(1 − q): ticks read 0%, 90%,
 	// 99%, 99.9%, … as in HdrHistogram's percentile distribution plots.
 	Percentile bool
+	Marks      []Mark // vertical lines with a label (faults)
+	Spans      []Span // shaded stretches with a label (a backlog and its drain)
 }
+
+// Mark is a vertical line at x = X, labelled at the top of the plot.
+type Mark struct {
+	X     float64
+	Label string
+}
+
+// Span is a shaded stretch of x from From to To, labelled at the top of the plot.
+type Span struct {
+	From, To float64
+	Label    string
+	Color    int // index into the palette, +1
+}
+
+// markColor draws fault marks.
+var markColor = color.RGBA{R: 0xc6, G: 0x28, B: 0x28, A: 0xff}
+
+// markPlotter draws a Mark; its data range keeps X in view. Row staggers the labels
+// of several marks.
+type markPlotter struct {
+	Mark
+	row int
+}
+
+// Plot implements plot.Plotter.
+func (m markPlotter) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x := trX(m.X)
+	c.StrokeLine2(draw.LineStyle{Color: markColor, Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}, x, c.Min.Y, x, c.Max.Y)
+	sty := p.X.Tick.Label
+	sty.Color = markColor
+	sty.Font.Size = vg.Points(9)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YBottom
+	c.FillText(sty, vg.Point{X: x + vg.Points(3), Y: c.Max.Y - vg.Points(float64(11+11*(m.row%4)))}, m.Label)
+}
+
+// DataRange implements plot.DataRanger.
+func (m markPlotter) DataRange() (xmin, xmax, ymin, ymax float64) { return m.X, m.X, 0, 0 }
+
+// spanPlotter draws a Span.
+type spanPlotter struct{ Span }
+
+// Plot implements plot.Plotter.
+func (s spanPlotter) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x0, x1 := trX(s.From), trX(s.To)
+	r, g, b, _ := palette[max(s.Color-1, 0)%len(palette)].RGBA()
+	fill := color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x30}
+	c.FillPolygon(fill, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
+	sty := p.X.Tick.Label
+	sty.Font.Size = vg.Points(9)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YBottom
+	c.FillText(sty, vg.Point{X: x0 + vg.Points(3), Y: c.Min.Y + vg.Points(4)}, s.Label)
+}
+
+// DataRange implements plot.DataRanger.
+func (s spanPlotter) DataRange() (xmin, xmax, ymin, ymax float64) { return s.From, s.To, 0, 0 }
 
 // palette is Tableau's ten colours: the lines of a chart, or the runs of a comparison.
 var palette = []color.Color{
@@ -124,6 +183,9 @@ func newPlot(c Chart) (*plot.Plot, error) {
 	g.Vertical.Color = color.Gray{Y: 0xe4}
 	g.Horizontal.Color = color.Gray{Y: 0xe4}
 	p.Add(g)
+	for _, s := range c.Spans {
+		p.Add(spanPlotter{s})
+	}
 	p.Y.Tick.Marker = plainTicks{}
 	if !c.Percentile {
 		p.X.Tick.Marker = plainTicks{}
@@ -172,6 +234,9 @@ func newPlot(c Chart) (*plot.Plot, error) {
 		} else {
 			p.Legend.Add(s.Name, l)
 		}
+	}
+	for i, m := range c.Marks {
+		p.Add(markPlotter{Mark: m, row: i})
 	}
 	// Every value plotted is a count, a rate or a latency: the y axis starts at 0, and
 	// a flat 0 shows 0…1 (gonum would widen an empty range to −1…1).
