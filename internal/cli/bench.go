@@ -67,6 +67,12 @@ verdict, the objectives that failed) and "max sustainable: N events/s"; the repo
 directory holds the run of the highest passing step, and results.json the search
 (find_max). Exit code 0 when some rate held, 2 when none did.
 
+--backlog N sends N events at --rate while the receiver answers 503, then opens it
+and reports the time to drain (from the opening until every accepted event arrived) and
+the catch-up rate (events/s delivered while draining). --fault 'at=20s,run=COMMAND'
+(repeatable) runs COMMAND with bash -c 20 s into the run and reports its exit code,
+output, the recovery of ingress and of the backlog, and the events lost; the plots mark it.
+
 --compare DIR1 DIR2 [DIR…] renders earlier runs side by side into --out instead: one
 column and one line per run, named by its --label or else its directory's name.`,
 		Example: `  # baseline: straight into the receiver, 500 events/s for 10 s
@@ -76,6 +82,13 @@ column and one line per run, named by its --label or else its directory's name.`
   sluice bench --target http://127.0.0.1:8080/demo/default --pace 1000:30,1200:30 \
     --warmup 5s --data @sample-ce-data.json --out report-broker \
     --slo 'p99<50ms,e2e.p99<100ms,loss=0,success>=99.9'
+
+  # how fast the broker drains 20,000 events its subscriber refused
+  sluice bench --target http://127.0.0.1:8080/demo/default --backlog 20000 --rate 1000 --out report-backlog
+
+  # kill the broker 20 s into the run
+  sluice bench --target http://127.0.0.1:8080/demo/default --duration 60s \
+    --fault 'at=20s,run=kill -9 $(cat broker.pid)' --out report-fault
 
   # side by side
   sluice bench --compare report-direct report-broker --out report-compare

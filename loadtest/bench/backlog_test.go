@@ -120,3 +120,23 @@ func TestRunFaults(t *testing.T) {
 		t.Error("the fault due after the run ran")
 	}
 }
+
+// FuzzParseFault: any value parses or is refused naming --fault; a parsed fault has a
+// command and a time not before the start.
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"at=20s,run=kill -9 $(cat broker.pid)", "at=1s, run=a,b", "run=x", "at=-1s,run=x", "at=1s,x=2,run=y", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseFault(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--fault") {
+				t.Errorf("ParseFault(%q): %v does not name --fault", s, err)
+			}
+			return
+		}
+		if got.Command == "" || got.At < 0 {
+			t.Errorf("ParseFault(%q) = %+v", s, got)
+		}
+	})
+}
