@@ -204,9 +204,9 @@ spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {ty
 		{"bad names", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: My_Broker, namespace: -x}\n",
 			[]string{`x.yaml: Broker -x/My_Broker: metadata.name: "My_Broker" is not a DNS label`, `metadata.namespace: "-x" is not a DNS label`}},
 		{"unknown broker", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: other, subscriber: {uri: \"http://a/\"}}\n",
-			[]string{"x.yaml: Trigger demo/t: spec.broker: no Broker demo/other is ready in the configuration"}},
+			[]string{"x.yaml: Trigger demo/t: spec.broker: Broker demo/other is not in the configuration"}},
 		{"trigger in other namespace", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
-			[]string{"x.yaml: Trigger default/t: spec.broker: no Broker default/default"}},
+			[]string{"x.yaml: Trigger default/t: spec.broker: Broker default/default is not in the configuration"}},
 		{"missing broker and subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\n",
 			[]string{"Trigger demo/t: spec.broker: required", "Trigger demo/t: spec.subscriber: required: a ref or a uri"}},
 		{"relative subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: default, subscriber: {uri: /path}}\n",
@@ -292,7 +292,7 @@ kind: Subscription
 metadata: {name: s3}
 spec:
   subscriber: {ref: {kind: Service, name: x}}
-`, []string{"x.yaml: Subscription default/s1: spec.channel: no InMemoryChannel default/nope is ready in the configuration",
+`, []string{"x.yaml: Subscription default/s1: spec.channel: InMemoryChannel default/nope is not in the configuration",
 			"x.yaml: Subscription default/s2: spec.channel: default/c is a InMemoryChannel, not a KafkaChannel",
 			`x.yaml: Subscription default/s4: spec.reply.uri: "ftp://x/" is not an absolute http or https URL`,
 			"x.yaml: Subscription default/s3: spec.channel.name: required",

@@ -37,10 +37,20 @@ func (l *loader) resolve(cfg *Config) {
 			c.cms[p.status.Namespace+"/"+p.status.Name] = p.cm
 		}
 	}
-	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}}
+	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}, skipped: map[string]ObjectStatus{}}
 	for _, p := range live {
-		if !p.status.Skipped && !p.duplicate && p.status.Name != "" {
+		switch {
+		case p.status.Skipped && p.status.Name != "":
+			r.skipped[p.key()] = p.status
+		case !p.status.Skipped && !p.duplicate && p.status.Name != "":
 			r.declared[p.key()] = true
+		}
+		if p.cm != nil && !p.failed() && p.status.Namespace == systemNamespace && p.status.Name == cmKReferenceMapping {
+			m, errs := readMapping(p.cm)
+			r.mapping = m
+			for _, e := range errs {
+				p.fail("%s", e)
+			}
 		}
 	}
 	nodes := map[string]*node{} // by "ns/name", the address path
@@ -239,8 +249,10 @@ func (l *loader) resolve(cfg *Config) {
 			t := p.trigger
 			n, ok := nodes[ns+"/"+t.broker]
 			switch {
+			case !ok && r.declared[kindBroker+" "+ns+"/"+t.broker]:
+				p.fail("spec.broker: Broker %s/%s is not ready", ns, t.broker)
 			case !ok:
-				p.fail("spec.broker: no Broker %s/%s is ready in the configuration", ns, t.broker)
+				p.fail("spec.broker: %s", r.why(kindBroker, ns, t.broker))
 			case n.Kind != kindBroker:
 				p.fail("spec.broker: %s/%s is a %s, not a Broker; use a Subscription", ns, t.broker, n.Kind)
 			}
@@ -259,8 +271,13 @@ func (l *loader) resolve(cfg *Config) {
 		case p.sub != nil:
 			s := p.sub
 			n, ok := nodes[ns+"/"+s.channel.Name]
+			switch {
+			case !ok && r.declared[s.channel.Kind+" "+ns+"/"+s.channel.Name]:
+				p.fail("spec.channel: %s %s/%s is not ready", s.channel.Kind, ns, s.channel.Name)
+			case !ok:
+				p.fail("spec.channel: %s", r.why(s.channel.Kind, ns, s.channel.Name))
+			}
 			if !ok {
-				p.fail("spec.channel: no %s %s/%s is ready in the configuration", s.channel.Kind, ns, s.channel.Name)
 				continue
 			}
 			group, _ := splitAPIVersion(s.channel.APIVersion)

@@ -20,7 +20,7 @@ type knativeFlags struct {
 
 func (k *knativeFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&k.refs, "refs", "", "YAML list of {apiVersion, kind, namespace, name, url}: where refs to objects outside the configuration go (watched)")
-	fl.StringVar(&k.refTemplate, "ref-url-template", config.DefaultRefURLTemplate, "URL of any other ref (Go template of .Name, .Namespace, .Kind, .APIVersion, .Group, .Resource); the default is the in-cluster address Knative uses")
+	fl.StringVar(&k.refTemplate, "ref-url-template", config.DefaultRefURLTemplate, "URL of a ref to a Service (v1 or serving.knative.dev/v1) not in --refs (Go template of .Name, .Namespace, .Kind, .APIVersion, .Group, .Resource); the default is the in-cluster address Knative uses")
 }
 
 // options are the config options of the flags, with ingress as Sluice's own base URL.
