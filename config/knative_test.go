@@ -227,7 +227,7 @@ items:
 		"Trigger shop/nobroker":  "spec.broker: Broker shop/gone is not in the configuration",
 		"Deployment shop/d":      "skipped",
 		"ApiServerSource shop/s": "skipped",
-		"Trigger shop/fields":    "spec.brokerRef: supported by Knative, not by Sluice",
+		"Trigger shop/fields":    "spec.broker, spec.brokerRef: give one or the other",
 	}
 	for key, w := range want {
 		o := status(t, cfg, key)
@@ -472,6 +472,47 @@ func TestRefFieldsNeverInvent(t *testing.T) {
 		want := tt.field + ".ref: Broker shop/missing is not in the configuration or --refs"
 		if o.Ready || !strings.Contains(o.Reason, want) {
 			t.Errorf("%s: ready %v, reason %q; want %q", tt.name, o.Ready, o.Reason, want)
+		}
+	}
+}
+
+// TestTriggerBrokerRef: a Trigger's spec.brokerRef (Knative's cross-namespace triggers)
+// attaches it to the Broker it names, in that Broker's namespace.
+func TestTriggerBrokerRef(t *testing.T) {
+	trig := func(name, spec string) string {
+		return "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: " + name + ", namespace: apps}\n" +
+			"spec: {subscriber: {uri: \"http://a/\"}, " + spec + "}\n"
+	}
+	cfg := readYAML(t, kBroker+
+		"---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: apps}\n"+
+		trig("cross", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b, namespace: shop}")+
+		trig("local-ref", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}")+
+		trig("local", "broker: b")+
+		trig("missing", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: gone, namespace: shop}")+
+		trig("both", "broker: b, brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b, namespace: shop}")+
+		trig("neither", "filters: []")+
+		trig("not-broker", "brokerRef: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: b, namespace: shop}"))
+	on := map[string]string{} // trigger → the broker it is attached to
+	for _, b := range cfg.Brokers {
+		for _, tr := range b.Triggers {
+			on[tr.Namespace+"/"+tr.Name] = b.Key()
+		}
+	}
+	for _, tt := range []struct{ trigger, broker, reason string }{
+		{"cross", "shop/b", ""},
+		{"local-ref", "apps/b", ""},
+		{"local", "apps/b", ""},
+		{"missing", "", "spec.brokerRef: Broker shop/gone is not in the configuration"},
+		{"both", "", "spec.broker, spec.brokerRef: give one or the other"},
+		{"neither", "", "spec.broker: required (or spec.brokerRef)"},
+		{"not-broker", "", `spec.brokerRef: messaging.knative.dev/v1 "InMemoryChannel" is not a Broker`},
+	} {
+		o := status(t, cfg, "Trigger apps/"+tt.trigger)
+		if got := on["apps/"+tt.trigger]; got != tt.broker {
+			t.Errorf("%s: attached to %q, want %q", tt.trigger, got, tt.broker)
+		}
+		if tt.reason == "" && !o.Ready || tt.reason != "" && (o.Ready || !strings.HasPrefix(o.Reason, tt.reason)) {
+			t.Errorf("%s: ready %v, reason %q; want reason %q", tt.trigger, o.Ready, o.Reason, tt.reason)
 		}
 	}
 }

@@ -146,7 +146,7 @@ type triggerFilter struct {
 
 type triggerSpec struct {
 	Broker     string          `json:"broker"`
-	BrokerRef  json.RawMessage `json:"brokerRef" unsupported:"a broker in another namespace; name a Broker of the trigger's namespace in spec.broker"`
+	BrokerRef  *kref           `json:"brokerRef"`
 	Filter     *triggerFilter  `json:"filter"`
 	Filters    []filter.Spec   `json:"filters"`
 	Subscriber *destination    `json:"subscriber"`

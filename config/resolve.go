@@ -247,14 +247,15 @@ func (l *loader) resolve(cfg *Config) {
 		switch {
 		case p.trigger != nil:
 			t := p.trigger
-			n, ok := nodes[ns+"/"+t.broker]
+			bns := t.brokerNS
+			n, ok := nodes[bns+"/"+t.broker]
 			switch {
-			case !ok && r.declared[kindBroker+" "+ns+"/"+t.broker]:
-				p.fail("spec.broker: Broker %s/%s is not ready", ns, t.broker)
+			case !ok && r.declared[kindBroker+" "+bns+"/"+t.broker]:
+				p.fail("%s: Broker %s/%s is not ready", t.brokerPath, bns, t.broker)
 			case !ok:
-				p.fail("spec.broker: %s", r.why(kindBroker, ns, t.broker))
+				p.fail("%s: %s", t.brokerPath, r.why(kindBroker, bns, t.broker))
 			case n.Kind != kindBroker:
-				p.fail("spec.broker: %s/%s is a %s, not a Broker; use a Subscription", ns, t.broker, n.Kind)
+				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
 				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Source: p.status.File}
