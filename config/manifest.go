@@ -145,12 +145,12 @@ type triggerFilter struct {
 }
 
 type triggerSpec struct {
-	Broker     string          `json:"broker"`
-	BrokerRef  *kref           `json:"brokerRef"`
-	Filter     *triggerFilter  `json:"filter"`
-	Filters    []filter.Spec   `json:"filters"`
-	Subscriber *destination    `json:"subscriber"`
-	Delivery   *deliverySpec   `json:"delivery"`
+	Broker     string         `json:"broker"`
+	BrokerRef  *kref          `json:"brokerRef"`
+	Filter     *triggerFilter `json:"filter"`
+	Filters    []filter.Spec  `json:"filters"`
+	Subscriber *destination   `json:"subscriber"`
+	Delivery   *deliverySpec  `json:"delivery"`
 }
 
 type channelTemplate struct {
