@@ -188,8 +188,8 @@ spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {ty
 `, []string{"x.yaml: Trigger demo/perf: spec.filter.cesql: unknown field"}},
 		{"ping source without sink", "apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\n",
 			[]string{`x.yaml: PingSource default/p: spec.sink: required: a ref or a uri`}},
-		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v1alpha1\nkind: Broker\nmetadata: {name: b}\n",
-			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v1alpha1" is not supported for Broker; use eventing.knative.dev/v1`}},
+		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v2\nkind: Broker\nmetadata: {name: b}\n",
+			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v2" is not supported for Broker; use eventing.knative.dev/v1`}},
 		{"missing kind", "metadata: {name: b}\n", []string{"x.yaml: document 1: kind: required"}},
 		{"unknown top-level field", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspecs: {}\n",
 			[]string{"x.yaml: Broker default/b: specs: unknown field"}},
@@ -349,4 +349,62 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestAPIVersions: one rule for every version. The current version is read; an older
+// version whose fields Sluice reads are the current one's is read as it, with a note on
+// the ready object; a removed version whose schema differs is refused, naming what
+// differs and the version to use; any other version is refused.
+func TestAPIVersions(t *testing.T) {
+	specs := map[string]string{
+		kindBroker:       "{}",
+		kindTrigger:      "{broker: b, subscriber: {uri: \"http://a/\"}}",
+		kindChannel:      "{}",
+		kindInMemory:     "{}",
+		kindKafkaChannel: "{}",
+		kindSubscription: "{channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: imc}, subscriber: {uri: \"http://a/\"}}",
+		kindSequence:     "{steps: [{uri: \"http://a/\"}]}",
+		kindParallel:     "{branches: [{subscriber: {uri: \"http://a/\"}}]}",
+		kindPingSource:   "{sink: {uri: \"http://a/\"}}",
+	}
+	base := "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\n---\n" +
+		"apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: imc}\n"
+	for _, tt := range []struct {
+		apiVersion, kind string
+		ready            bool
+		reason           string // "" for none
+	}{
+		{"eventing.knative.dev/v1", kindBroker, true, ""},
+		{"eventing.knative.dev/v1beta1", kindBroker, true, "apiVersion eventing.knative.dev/v1beta1 is an older Knative version; read as eventing.knative.dev/v1, whose fields Sluice reads are the same"},
+		{"eventing.knative.dev/v1beta1", kindTrigger, true, "read as eventing.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindChannel, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindInMemory, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindSubscription, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindKafkaChannel, true, ""},
+		{"flows.knative.dev/v1beta1", kindSequence, true, "read as flows.knative.dev/v1"},
+		{"flows.knative.dev/v1beta1", kindParallel, true, "read as flows.knative.dev/v1"},
+		{"sources.knative.dev/v1beta2", kindPingSource, true, "read as sources.knative.dev/v1"},
+		{"eventing.knative.dev/v1alpha1", kindBroker, false, `apiVersion "eventing.knative.dev/v1alpha1" of Broker was removed from Knative and its schema differs (spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template); rewrite it as eventing.knative.dev/v1`},
+		{"eventing.knative.dev/v1alpha1", kindTrigger, false, "(spec.filter.sourceAndType became spec.filter.attributes); rewrite it as eventing.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindChannel, false, "(spec.subscribable became spec.subscribers); rewrite it as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindInMemory, false, "rewrite it as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindKafkaChannel, false, "rewrite it as messaging.knative.dev/v1beta1"},
+		{"messaging.knative.dev/v1alpha1", kindSubscription, false, "rewrite it as messaging.knative.dev/v1"},
+		{"flows.knative.dev/v1alpha1", kindSequence, false, "rewrite it as flows.knative.dev/v1"},
+		{"flows.knative.dev/v1alpha1", kindParallel, false, "rewrite it as flows.knative.dev/v1"},
+		{"sources.knative.dev/v1alpha2", kindPingSource, false, `apiVersion "sources.knative.dev/v1alpha2" of PingSource was removed from Knative and its schema differs (spec.jsonData became spec.data); rewrite it as sources.knative.dev/v1`},
+		{"sources.knative.dev/v1beta1", kindPingSource, false, "(spec.jsonData became spec.data); rewrite it as sources.knative.dev/v1"},
+		{"eventing.knative.dev/v2", kindBroker, false, `apiVersion "eventing.knative.dev/v2" is not supported for Broker; use eventing.knative.dev/v1`},
+		{"sources.knative.dev/v1alpha1", kindPingSource, false, `apiVersion "sources.knative.dev/v1alpha1" is not supported for PingSource; use sources.knative.dev/v1`},
+	} {
+		name := "obj"
+		if tt.kind == kindBroker || tt.kind == kindInMemory {
+			name = "other" // not the base's
+		}
+		cfg := readYAML(t, base+"---\napiVersion: "+tt.apiVersion+"\nkind: "+tt.kind+"\nmetadata: {name: "+name+"}\nspec: "+specs[tt.kind]+"\n")
+		o := status(t, cfg, tt.kind+" default/"+name)
+		if o.Ready != tt.ready || !strings.Contains(o.Reason, tt.reason) || (tt.reason == "" && o.Reason != "") {
+			t.Errorf("%s %s: ready %v, reason %q; want ready %v, reason %q", tt.apiVersion, tt.kind, o.Ready, o.Reason, tt.ready, tt.reason)
+		}
+	}
 }

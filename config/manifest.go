@@ -52,28 +52,54 @@ const (
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
 )
 
-// kindInfo is what Sluice runs of one kind: its API group, the versions it reads (the
-// first is the one messages suggest) and its spec type.
+// kindInfo is what Sluice runs of one kind: its API group, its current version, the
+// older versions it reads as the current one, and its spec type.
 type kindInfo struct {
-	group    string
-	versions []string
-	spec     reflect.Type
+	group   string
+	version string
+	// older are versions Knative no longer serves (or deprecated) whose fields Sluice
+	// reads are the same as the current version's: they are read as it, with a note.
+	older []string
+	spec  reflect.Type
 }
 
-// kinds are the kinds Sluice runs. v1beta1 versions differ from v1 only in their version
-// for the fields Sluice reads, and are read as v1.
+// kinds are the kinds Sluice runs.
 var kinds = map[string]kindInfo{
-	kindBroker:       {groupEventing, []string{"v1", "v1beta1"}, reflect.TypeFor[brokerSpec]()},
-	kindTrigger:      {groupEventing, []string{"v1", "v1beta1"}, reflect.TypeFor[triggerSpec]()},
-	kindChannel:      {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[channelSpec]()},
-	kindInMemory:     {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[inMemoryChannelSpec]()},
-	kindKafkaChannel: {groupMessaging, []string{"v1beta1"}, reflect.TypeFor[kafkaChannelSpec]()},
-	kindSubscription: {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
-	kindSequence:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[sequenceSpec]()},
-	kindParallel:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[parallelSpec]()},
-	kindPingSource:   {groupSources, []string{"v1", "v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
-	kindEventPolicy:  {groupEventing, []string{"v1alpha1"}, reflect.TypeFor[eventPolicySpec]()},
-	kindConfigMap:    {"", []string{"v1"}, nil},
+	kindBroker:       {groupEventing, "v1", []string{"v1beta1"}, reflect.TypeFor[brokerSpec]()},
+	kindTrigger:      {groupEventing, "v1", []string{"v1beta1"}, reflect.TypeFor[triggerSpec]()},
+	kindChannel:      {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[channelSpec]()},
+	kindInMemory:     {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[inMemoryChannelSpec]()},
+	kindKafkaChannel: {groupMessaging, "v1beta1", nil, reflect.TypeFor[kafkaChannelSpec]()},
+	kindSubscription: {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
+	kindSequence:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[sequenceSpec]()},
+	kindParallel:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[parallelSpec]()},
+	kindPingSource:   {groupSources, "v1", []string{"v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
+	kindEventPolicy:  {groupEventing, "v1alpha1", nil, reflect.TypeFor[eventPolicySpec]()},
+	kindConfigMap:    {"", "v1", nil, nil},
+}
+
+// differingVersions are older versions of the kinds Sluice runs, removed from Knative,
+// whose schema differs from the current version's: "group/version Kind" → what differs.
+// Sluice refuses them, naming the version to use.
+var differingVersions = map[string]string{
+	groupEventing + "/v1alpha1 " + kindBroker:        "spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template",
+	groupEventing + "/v1alpha1 " + kindTrigger:       "spec.filter.sourceAndType became spec.filter.attributes",
+	groupMessaging + "/v1alpha1 " + kindChannel:      "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindInMemory:     "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindKafkaChannel: "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindSubscription: "its subscriber and reply became Destinations",
+	groupFlows + "/v1alpha1 " + kindSequence:         "its steps and reply became Destinations",
+	groupFlows + "/v1alpha1 " + kindParallel:         "its branches and reply became Destinations",
+	groupSources + "/v1alpha2 " + kindPingSource:     "spec.jsonData became spec.data",
+	groupSources + "/v1beta1 " + kindPingSource:      "spec.jsonData became spec.data",
+}
+
+// apiVersion is the current apiVersion of k.
+func (k kindInfo) apiVersion() string {
+	if k.group == "" {
+		return k.version
+	}
+	return k.group + "/" + k.version
 }
 
 // splitAPIVersion splits "group/version"; a core apiVersion ("v1") has no group.

@@ -64,6 +64,8 @@ func (c *configLog) report(cfg *config.Config) {
 			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		case !o.Ready:
 			c.log.Error("object not ready", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
+		case o.Reason != "": // ready, with a note (an older apiVersion read as the current one)
+			c.log.Warn("object ready with a note", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		}
 		for _, r := range o.Refs {
 			if r.Via == config.ViaURI {
