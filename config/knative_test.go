@@ -516,3 +516,63 @@ func TestTriggerBrokerRef(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesNameTheBlocker: each object's reason is exactly the real blocker, said
+// once: the class of a broker Sluice does not run (not its spec.config), a field
+// Knative removed (not "supported by Knative"), and for a ref or spec.channel naming an
+// object Sluice skipped, that object and why it was skipped.
+func TestMessagesNameTheBlocker(t *testing.T) {
+	cfg := readYAML(t, `apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: rabbit, namespace: shop, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}
+spec:
+  config: {apiVersion: eventing.knative.dev/v1alpha1, kind: RabbitmqBrokerConfig, name: rabbit-config}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: cm-kind, namespace: shop}
+spec:
+  config: {apiVersion: eventing.knative.dev/v1alpha1, kind: RabbitmqBrokerConfig, name: rabbit-config}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: json, namespace: shop}
+spec: {jsonData: '{"a": 1}', sink: {uri: "http://a/"}}
+---
+apiVersion: messaging.knative.dev/v1alpha1
+kind: NatssChannel
+metadata: {name: natss, namespace: shop}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: to-natss, namespace: shop}
+spec: {sink: {ref: {apiVersion: messaging.knative.dev/v1alpha1, kind: NatssChannel, name: natss}}}
+---
+apiVersion: example.com/v1
+kind: InMemoryChannel
+metadata: {name: foreign, namespace: shop}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: to-foreign, namespace: shop}
+spec: {sink: {ref: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}}}
+---
+apiVersion: messaging.knative.dev/v1
+kind: Subscription
+metadata: {name: on-foreign, namespace: shop}
+spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}, subscriber: {uri: "http://a/"}}
+`)
+	for _, tt := range []struct{ key, reason string }{
+		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka)`},
+		{"Broker shop/cm-kind", `spec.config: eventing.knative.dev/v1alpha1 "RabbitmqBrokerConfig" is not supported; a MTChannelBasedBroker broker reads a v1 ConfigMap`},
+		{"PingSource shop/json", "spec.jsonData: removed from Knative (not a field of this apiVersion): a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"},
+		{"PingSource shop/to-natss", "spec.sink.ref: NatssChannel shop/natss (messaging.knative.dev/v1alpha1, x.yaml document 4): Sluice does not run Knative's NatssChannel (messaging.knative.dev/v1alpha1); it is skipped; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},
+		{"PingSource shop/to-foreign", "spec.sink.ref: InMemoryChannel shop/foreign (example.com/v1, x.yaml document 6): a InMemoryChannel (example.com/v1) is not an eventing object; Sluice skips it; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},
+		{"Subscription shop/on-foreign", "spec.channel: InMemoryChannel shop/foreign (example.com/v1, x.yaml document 6): a InMemoryChannel (example.com/v1) is not an eventing object; Sluice skips it"},
+	} {
+		o := status(t, cfg, tt.key)
+		if o.Ready || strings.ReplaceAll(o.Reason, o.File, "x.yaml") != tt.reason {
+			t.Errorf("%s: ready %v, reason\n%q\nwant\n%q", tt.key, o.Ready, o.Reason, tt.reason)
+		}
+	}
+}

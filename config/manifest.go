@@ -12,8 +12,8 @@ import (
 
 // The Knative API shapes Sluice reads. Field names are Knative's. A field absent here is
 // an unknown field; a field tagged `unsupported:"why"` is a real Knative field Sluice
-// does not honour, and setting it makes the object not ready with that reason (see
-// checkFields).
+// does not honour, and one tagged `removed:"why"` a field Knative itself no longer has:
+// setting either makes the object not ready with that reason (see checkFields).
 
 // API groups and kinds.
 const (
@@ -261,12 +261,13 @@ type pingSourceSpec struct {
 	DataBase64  string          `json:"dataBase64"`
 	Sink        *destination    `json:"sink"`
 	CEOverrides *ceOverrides    `json:"ceOverrides"`
-	JSONData    json.RawMessage `json:"jsonData" unsupported:"removed from Knative with sources.knative.dev/v1alpha2; use data"`
+	JSONData    json.RawMessage `json:"jsonData" removed:"a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"`
 }
 
 // checkFields reports, through add, every key of the decoded JSON value v that the Go
 // type t has no json field for ("unknown field"), and every key naming a field tagged
-// unsupported ("supported by Knative, not by Sluice: why"), with its path. A list where t
+// unsupported ("supported by Knative, not by Sluice: why") or removed ("removed from
+// Knative …: why"), with its path. A list where t
 // wants an object, or an object where it wants a list, is reported too.
 // json.RawMessage fields accept anything (their content is checked where it is used).
 func checkFields(path string, v any, t reflect.Type, add func(path, reason string)) {
@@ -286,8 +287,8 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 			return // other type errors are reported by json.Unmarshal
 		}
 		type field struct {
-			t           reflect.Type
-			unsupported string
+			t                    reflect.Type
+			unsupported, removed string
 		}
 		fields := map[string]field{}
 		var collect func(t reflect.Type)
@@ -299,7 +300,7 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 					continue
 				}
 				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-				fields[name] = field{f.Type, f.Tag.Get("unsupported")}
+				fields[name] = field{f.Type, f.Tag.Get("unsupported"), f.Tag.Get("removed")}
 			}
 		}
 		collect(t)
@@ -308,6 +309,8 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 			switch {
 			case !ok:
 				add(join(path, k), "unknown field (not a Knative field of this object)")
+			case f.removed != "":
+				add(join(path, k), "removed from Knative (not a field of this apiVersion): "+f.removed)
 			case f.unsupported != "":
 				add(join(path, k), "supported by Knative, not by Sluice: "+f.unsupported)
 			default:

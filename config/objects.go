@@ -185,10 +185,7 @@ func (p *parsed) spec(obj object, spec any) {
 		addressable = true
 		b := &brokerObj{backend: backend, stream: stream, headerEnc: enc, class: ann[annotationClass],
 			config: s.Config, externalTopic: ann[annotationExternalTopic]}
-		if s.Config != nil {
-			if s.Config.Kind != kindConfigMap || (s.Config.APIVersion != "" && s.Config.APIVersion != "v1") {
-				p.fail("spec.config: %s %q is not supported; Sluice reads a v1 ConfigMap", s.Config.APIVersion, s.Config.Kind)
-			}
+		if s.Config != nil { // its kind is checked with the class (classes.broker)
 			if s.Config.Name == "" {
 				p.fail("spec.config.name: required")
 			}

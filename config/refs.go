@@ -98,10 +98,10 @@ type resolver struct {
 func (r *resolver) address(ns, name string) string { return r.st.ingress + "/" + ns + "/" + name }
 
 // why says why no object of kind at ns/name runs: it was skipped (naming its file and
-// the reason) or it is not in the configuration.
+// the reason it was skipped) or it is not in the configuration.
 func (r *resolver) why(kind, ns, name string) string {
 	if s, ok := r.skipped[kind+" "+ns+"/"+name]; ok {
-		return fmt.Sprintf("%s %s/%s (%s, %s document %d) was skipped: %s", kind, ns, name, s.APIVersion, s.File, s.Document, s.Reason)
+		return fmt.Sprintf("%s %s/%s (%s, %s document %d): %s", kind, ns, name, s.APIVersion, s.File, s.Document, s.Reason)
 	}
 	return fmt.Sprintf("%s %s/%s is not in the configuration", kind, ns, name)
 }
@@ -151,11 +151,11 @@ func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 	}
 	if base == "" {
 		if !serviceKind(ref.APIVersion, ref.Kind) {
-			if g, ok := addressable[ref.Kind]; ok && g == group {
-				return res, fmt.Errorf("%s.ref: %s or --refs", d.path, r.why(ref.Kind, ref.Namespace, ref.Name))
-			}
 			if _, ok := r.skipped[key]; ok {
 				return res, fmt.Errorf("%s.ref: %s; give its address in --refs or %s", d.path, r.why(ref.Kind, ref.Namespace, ref.Name), mappingWhere)
+			}
+			if g, ok := addressable[ref.Kind]; ok && g == group {
+				return res, fmt.Errorf("%s.ref: %s or --refs", d.path, r.why(ref.Kind, ref.Namespace, ref.Name))
 			}
 			return res, fmt.Errorf("%s.ref: %s %s %s/%s is not in --refs or %s; only a Service (v1 or serving.knative.dev/v1) is addressed by --ref-url-template",
 				d.path, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, mappingWhere)
