@@ -125,3 +125,48 @@ func FuzzExpandedSize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRefMapping feeds arbitrary keys and templates to config-kreference-mapping: it
+// must never panic or hang, every entry must be either used or refused with a reason,
+// and what a used entry renders for a ref is an absolute http or https URL within
+// MaxRefURLBytes.
+func FuzzRefMapping(f *testing.F) {
+	f.Add("JobSink.v1alpha1.sinks.knative.dev", "http://job-sink.{{.SystemNamespace}}.svc.cluster.local/{{.Namespace}}/{{.Name}}")
+	f.Add("JobDefinition.v1", "https://jobs.example/{{.Name}}{{.UID}}")
+	f.Add("Loop.v1.example.com", "http://x/{{range 1000000000}}{{end}}")
+	f.Add("Calls.v1.example.com", `{{define "a"}}x{{end}}http://x/{{template "a"}}`)
+	f.Add("Wide.v1.example.com", `http://x/{{printf "%999999d" 1}}`)
+	f.Add("If.v1.x", `http://x/{{if .Name}}{{.Name | urlquery}}{{else}}none{{end}}`)
+	f.Add("NoVersion", "http://x/")
+	f.Add("_example", "{{")
+	f.Fuzz(func(t *testing.T, key, text string) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m, errs := readMapping(map[string]string{key: text})
+			if key == "_example" {
+				return
+			}
+			if _, used := m.templates[key]; used == (len(errs) > 0) || used == (m.invalid[key] != "") {
+				t.Fatalf("key %q: used %v, errors %q, invalid %q", key, used, errs, m.invalid[key])
+			}
+			if _, used := m.templates[key]; !used {
+				return
+			}
+			parts := strings.SplitN(key, ".", 3)
+			av := parts[1]
+			if len(parts) == 3 {
+				av = parts[2] + "/" + parts[1]
+			}
+			u, ok, err := m.resolve(kref{APIVersion: av, Kind: parts[0], Name: "a-name", Namespace: "a-ns"})
+			if err == nil && (!ok || len(u) > MaxRefURLBytes || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"))) {
+				t.Fatalf("key %q template %q: %q %v", key, text, u, ok)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(hangAfter):
+			t.Fatalf("key %q template %q: no answer within %v", key, text, hangAfter)
+		}
+	})
+}
