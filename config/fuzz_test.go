@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,33 +141,40 @@ func FuzzRefMapping(f *testing.F) {
 	f.Add("NoVersion", "http://x/")
 	f.Add("_example", "{{")
 	f.Fuzz(func(t *testing.T, key, text string) {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			m, errs := readMapping(map[string]string{key: text})
-			if key == "_example" {
-				return
-			}
-			if _, used := m.templates[key]; used == (len(errs) > 0) || used == (m.invalid[key] != "") {
-				t.Fatalf("key %q: used %v, errors %q, invalid %q", key, used, errs, m.invalid[key])
-			}
-			if _, used := m.templates[key]; !used {
-				return
-			}
-			parts := strings.SplitN(key, ".", 3)
-			av := parts[1]
-			if len(parts) == 3 {
-				av = parts[2] + "/" + parts[1]
-			}
-			u, ok, err := m.resolve(kref{APIVersion: av, Kind: parts[0], Name: "a-name", Namespace: "a-ns"})
-			if err == nil && (!ok || len(u) > MaxRefURLBytes || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"))) {
-				t.Fatalf("key %q template %q: %q %v", key, text, u, ok)
-			}
-		}()
+		done := make(chan string, 1) // what is wrong, or ""
+		go func() { done <- checkMapping(key, text) }()
 		select {
-		case <-done:
+		case msg := <-done:
+			if msg != "" {
+				t.Fatal(msg)
+			}
 		case <-time.After(hangAfter):
 			t.Fatalf("key %q template %q: no answer within %v", key, text, hangAfter)
 		}
 	})
+}
+
+// checkMapping reads a mapping of one entry and says what is wrong with the result, or "".
+func checkMapping(key, text string) string {
+	m, errs := readMapping(map[string]string{key: text})
+	if key == "_example" {
+		return ""
+	}
+	_, used := m.templates[key]
+	if used == (len(errs) > 0) || used == (m.invalid[key] != "") {
+		return fmt.Sprintf("key %q: used %v, errors %q, invalid %q", key, used, errs, m.invalid[key])
+	}
+	if !used {
+		return ""
+	}
+	parts := strings.SplitN(key, ".", 3)
+	av := parts[1]
+	if len(parts) == 3 {
+		av = parts[2] + "/" + parts[1]
+	}
+	u, ok, err := m.resolve(kref{APIVersion: av, Kind: parts[0], Name: "a-name", Namespace: "a-ns"})
+	if err == nil && (!ok || len(u) > MaxRefURLBytes || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"))) {
+		return fmt.Sprintf("key %q template %q: %q %v", key, text, u, ok)
+	}
+	return ""
 }
