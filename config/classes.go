@@ -158,6 +158,17 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 	}
 	out := brokerBackend{class: class}
+	if class != classMTChannel && class != classKafka {
+		// The class is the blocker: nothing else of a broker Sluice does not run matters.
+		where := "metadata.annotations." + annotationClass
+		if b.class == "" {
+			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
+		}
+		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka)}
+	}
+	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
+		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}
+	}
 	var data map[string]string
 	stock := false
 	if ref != nil {
@@ -244,12 +255,6 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 			}
 		}
 		out.topic = b.externalTopic
-	default:
-		where := "metadata.annotations." + annotationClass
-		if b.class == "" {
-			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
-		}
-		errs = append(errs, fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka))
 	}
 	if b.externalTopic != "" && class != classKafka {
 		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,4 +125,56 @@ func FuzzExpandedSize(f *testing.F) {
 			t.Fatalf("measured %d, expands to %d bytes of JSON", n, len(js))
 		}
 	})
+}
+
+// FuzzRefMapping feeds arbitrary keys and templates to config-kreference-mapping: it
+// must never panic or hang, every entry must be either used or refused with a reason,
+// and what a used entry renders for a ref is an absolute http or https URL within
+// MaxRefURLBytes.
+func FuzzRefMapping(f *testing.F) {
+	f.Add("JobSink.v1alpha1.sinks.knative.dev", "http://job-sink.{{.SystemNamespace}}.svc.cluster.local/{{.Namespace}}/{{.Name}}")
+	f.Add("JobDefinition.v1", "https://jobs.example/{{.Name}}{{.UID}}")
+	f.Add("Loop.v1.example.com", "http://x/{{range 1000000000}}{{end}}")
+	f.Add("Calls.v1.example.com", `{{define "a"}}x{{end}}http://x/{{template "a"}}`)
+	f.Add("Wide.v1.example.com", `http://x/{{printf "%999999d" 1}}`)
+	f.Add("If.v1.x", `http://x/{{if .Name}}{{.Name | urlquery}}{{else}}none{{end}}`)
+	f.Add("NoVersion", "http://x/")
+	f.Add("_example", "{{")
+	f.Fuzz(func(t *testing.T, key, text string) {
+		done := make(chan string, 1) // what is wrong, or ""
+		go func() { done <- checkMapping(key, text) }()
+		select {
+		case msg := <-done:
+			if msg != "" {
+				t.Fatal(msg)
+			}
+		case <-time.After(hangAfter):
+			t.Fatalf("key %q template %q: no answer within %v", key, text, hangAfter)
+		}
+	})
+}
+
+// checkMapping reads a mapping of one entry and says what is wrong with the result, or "".
+func checkMapping(key, text string) string {
+	m, errs := readMapping(map[string]string{key: text})
+	if key == "_example" {
+		return ""
+	}
+	_, used := m.templates[key]
+	if used == (len(errs) > 0) || used == (m.invalid[key] != "") {
+		return fmt.Sprintf("key %q: used %v, errors %q, invalid %q", key, used, errs, m.invalid[key])
+	}
+	if !used {
+		return ""
+	}
+	parts := strings.SplitN(key, ".", 3)
+	av := parts[1]
+	if len(parts) == 3 {
+		av = parts[2] + "/" + parts[1]
+	}
+	u, ok, err := m.resolve(kref{APIVersion: av, Kind: parts[0], Name: "a-name", Namespace: "a-ns"})
+	if err == nil && (!ok || len(u) > MaxRefURLBytes || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://"))) {
+		return fmt.Sprintf("key %q template %q: %q %v", key, text, u, ok)
+	}
+	return ""
 }

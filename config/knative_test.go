@@ -48,34 +48,81 @@ func kTrigger(name, subscriber string) string {
 		"spec:\n  broker: b\n  subscriber:\n" + subscriber
 }
 
+// TestRefResolution: a ref resolves to an object of the configuration, an entry of
+// --refs, a template of config-kreference-mapping or, for a Service, the ref URL
+// template; any other ref makes the referring object not ready, naming it. No address
+// is ever invented.
 func TestRefResolution(t *testing.T) {
 	refs := filepath.Join(t.TempDir(), "refs.yaml")
 	if err := os.WriteFile(refs, []byte(`- {apiVersion: serving.knative.dev/v1, kind: Service, namespace: shop, name: listed, url: "http://10.1.2.3:8080/base/"}
 - {kind: Service, namespace: other, name: anyversion, url: "http://10.9.9.9/"}
+- {apiVersion: eventing.knative.dev/v1, kind: Broker, namespace: shop, name: outside, url: "http://10.5.5.5/shop/outside"}
+- {apiVersion: sinks.knative.dev/v1alpha1, kind: JobSink, namespace: shop, name: listed-job, url: "http://10.6.6.6/"}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := readYAML(t, kBroker+
-		kTrigger("in-config", "    ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}\n")+
-		kTrigger("listed", "    ref: {apiVersion: serving.knative.dev/v1, kind: Service, name: listed}\n    uri: /hook?x=1\n")+
-		kTrigger("any-version", "    ref: {apiVersion: v1, kind: Service, name: anyversion, namespace: other}\n")+
-		kTrigger("template", "    ref: {apiVersion: v1, kind: Service, name: svc}\n    uri: /insert\n")+
-		kTrigger("other-ns", "    ref: {apiVersion: v1, kind: Service, name: svc, namespace: backend}\n")+
-		kTrigger("plain", "    uri: http://127.0.0.1:9/x\n")+
-		kTrigger("not-in-config", "    ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: elsewhere}\n"),
-		WithIngressURL("http://sluice.local:9090"), WithRefsFile(refs),
+	ref := func(apiVersion, kind, name string) string {
+		return "    ref: {apiVersion: " + apiVersion + ", kind: " + kind + ", name: " + name + "}\n"
+	}
+	mapping := "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: config-kreference-mapping, namespace: knative-eventing}\ndata:\n" +
+		"  _example: ignored\n" +
+		"  JobSink.v1alpha1.sinks.knative.dev: \"http://job-sink.{{.SystemNamespace}}.svc.cluster.local/{{.Namespace}}/{{.Name}}\"\n" +
+		"  JobDefinition.v1: \"https://jobs.example/{{.Name}}{{.UID}}\"\n"
+	// Every kind Sluice runs a ref may name, missing: not ready, naming it.
+	var missing []struct{ name, apiVersion, kind string }
+	for kind, group := range addressable {
+		av := group + "/v1"
+		if kind == kindKafkaChannel {
+			av = apiMessagingBeta
+		}
+		missing = append(missing, struct{ name, apiVersion, kind string }{"missing-" + strings.ToLower(kind), av, kind})
+	}
+	yaml := kBroker + mapping +
+		kTrigger("in-config", ref("eventing.knative.dev/v1", "Broker", "b")) +
+		kTrigger("listed", "    ref: {apiVersion: serving.knative.dev/v1, kind: Service, name: listed}\n    uri: /hook?x=1\n") +
+		kTrigger("any-version", "    ref: {apiVersion: v1, kind: Service, name: anyversion, namespace: other}\n") +
+		kTrigger("template", "    ref: {apiVersion: v1, kind: Service, name: svc}\n    uri: /insert\n") +
+		kTrigger("knative-service", ref("serving.knative.dev/v1", "Service", "ksvc")) +
+		kTrigger("other-ns", "    ref: {apiVersion: v1, kind: Service, name: svc, namespace: backend}\n") +
+		kTrigger("plain", "    uri: http://127.0.0.1:9/x\n") +
+		kTrigger("broker-in-refs", ref("eventing.knative.dev/v1", "Broker", "outside")) +
+		kTrigger("refs-over-mapping", ref("sinks.knative.dev/v1alpha1", "JobSink", "listed-job")) +
+		kTrigger("mapping", ref("sinks.knative.dev/v1alpha1", "JobSink", "job")) +
+		kTrigger("mapping-core", ref("v1", "JobDefinition", "nightly")) +
+		kTrigger("deployment", ref("apps/v1", "Deployment", "d")) +
+		kTrigger("jobsink-other-version", ref("sinks.knative.dev/v1", "JobSink", "job"))
+	for _, m := range missing {
+		yaml += kTrigger(m.name, ref(m.apiVersion, m.kind, "missing"))
+	}
+	cfg := readYAML(t, yaml, WithIngressURL("http://sluice.local:9090"), WithRefsFile(refs),
 		WithRefURLTemplate("http://{{.Name}}.{{.Namespace}}.{{.Resource}}.example"))
-	tests := []struct{ trigger, url, via string }{
-		{"in-config", "http://sluice.local:9090/shop/b", ViaConfig},
-		{"listed", "http://10.1.2.3:8080/hook?x=1", ViaRefsFile},
-		{"any-version", "http://10.9.9.9/", ViaRefsFile},
-		{"template", "http://svc.shop.service.example/insert", ViaTemplate},
-		{"other-ns", "http://svc.backend.service.example", ViaTemplate},
-		{"plain", "http://127.0.0.1:9/x", ViaURI},
-		{"not-in-config", "http://elsewhere.shop.broker.example", ViaTemplate},
+	tests := []struct{ trigger, url, via, reason string }{
+		{"in-config", "http://sluice.local:9090/shop/b", ViaConfig, ""},
+		{"listed", "http://10.1.2.3:8080/hook?x=1", ViaRefsFile, ""},
+		{"any-version", "http://10.9.9.9/", ViaRefsFile, ""},
+		{"template", "http://svc.shop.service.example/insert", ViaTemplate, ""},
+		{"knative-service", "http://ksvc.shop.service.example", ViaTemplate, ""},
+		{"other-ns", "http://svc.backend.service.example", ViaTemplate, ""},
+		{"plain", "http://127.0.0.1:9/x", ViaURI, ""},
+		{"broker-in-refs", "http://10.5.5.5/shop/outside", ViaRefsFile, ""},
+		{"refs-over-mapping", "http://10.6.6.6/", ViaRefsFile, ""},
+		{"mapping", "http://job-sink.knative-eventing.svc.cluster.local/shop/job", ViaMapping, ""},
+		{"mapping-core", "https://jobs.example/nightly", ViaMapping, ""},
+		{"deployment", "", "", "spec.subscriber.ref: apps/v1 Deployment shop/d is not in --refs or ConfigMap knative-eventing/config-kreference-mapping; only a Service (v1 or serving.knative.dev/v1) is addressed by --ref-url-template"},
+		{"jobsink-other-version", "", "", "spec.subscriber.ref: sinks.knative.dev/v1 JobSink shop/job is not in --refs or ConfigMap knative-eventing/config-kreference-mapping"},
+	}
+	for _, m := range missing {
+		tests = append(tests, struct{ trigger, url, via, reason string }{m.name, "", "",
+			"spec.subscriber.ref: " + m.kind + " shop/missing is not in the configuration or --refs"})
 	}
 	for _, tt := range tests {
 		o := status(t, cfg, "Trigger shop/"+tt.trigger)
+		if tt.reason != "" {
+			if o.Ready || !strings.HasPrefix(o.Reason, tt.reason) || len(o.Refs) != 0 {
+				t.Errorf("%s: ready %v, reason %q, refs %+v; want not ready, reason %q", tt.trigger, o.Ready, o.Reason, o.Refs, tt.reason)
+			}
+			continue
+		}
 		if !o.Ready {
 			t.Errorf("%s: not ready: %s", tt.trigger, o.Reason)
 		}
@@ -83,10 +130,46 @@ func TestRefResolution(t *testing.T) {
 			t.Errorf("%s: %s via %s, want %s via %s", tt.trigger, u, via, tt.url, tt.via)
 		}
 	}
+	if o := status(t, cfg, "ConfigMap knative-eventing/config-kreference-mapping"); !o.Ready {
+		t.Errorf("the mapping: %+v", o)
+	}
 	for _, tr := range cfg.Brokers[0].Triggers {
 		if tr.Name == "listed" && tr.Subscriber != "http://10.1.2.3:8080/hook?x=1" {
 			t.Errorf("the trigger delivers to %q", tr.Subscriber)
 		}
+		if strings.HasPrefix(tr.Name, "missing-") || tr.Name == "deployment" {
+			t.Errorf("trigger %s runs, to %q", tr.Name, tr.Subscriber)
+		}
+	}
+}
+
+// TestRefMappingErrors: an invalid entry of config-kreference-mapping makes the
+// ConfigMap not ready naming the key, and a ref to its kind not ready naming the entry;
+// the valid entries apply.
+func TestRefMappingErrors(t *testing.T) {
+	cfg := readYAML(t, kBroker+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: config-kreference-mapping, namespace: knative-eventing}\ndata:\n"+
+		"  Good.v1.example.com: \"http://good/{{.Name}}\"\n"+
+		"  Nope.v1.example.com: \"http://x/{{.Nope}}\"\n"+
+		"  Loop.v1.example.com: \"http://x/{{range 1000000000}}{{end}}\"\n"+
+		"  Calls.v1.example.com: \"{{define \\\"a\\\"}}x{{end}}http://x/{{template \\\"a\\\"}}\"\n"+
+		"  Rel.v1.example.com: \"/{{.Name}}\"\n"+
+		"  Wide.v1.example.com: \"http://x/{{printf \\\"%999999d\\\" 1}}\"\n"+
+		"  NoVersion: \"http://x/\"\n"+
+		kTrigger("good", "    ref: {apiVersion: example.com/v1, kind: Good, name: g}\n")+
+		kTrigger("bad", "    ref: {apiVersion: example.com/v1, kind: Nope, name: nn}\n"))
+	cm := status(t, cfg, "ConfigMap knative-eventing/config-kreference-mapping")
+	for _, want := range []string{"data.Nope.v1.example.com: ", "data.Loop.v1.example.com: ", "data.Calls.v1.example.com: a template may not define templates",
+		"data.Rel.v1.example.com: renders \"/n\", not an absolute http or https URL", "data.Wide.v1.example.com: renders more than 8192 bytes (config.MaxRefURLBytes)",
+		"data.NoVersion: the key is not <Kind>.<version>.<group>"} {
+		if cm.Ready || !strings.Contains(cm.Reason, want) {
+			t.Errorf("the mapping's reason %q lacks %q", cm.Reason, want)
+		}
+	}
+	if u, via := refURL(status(t, cfg, "Trigger shop/good"), "spec.subscriber"); u != "http://good/g" || via != ViaMapping {
+		t.Errorf("good entry: %s via %s", u, via)
+	}
+	if o := status(t, cfg, "Trigger shop/bad"); o.Ready || !strings.Contains(o.Reason, "spec.subscriber.ref: Nope shop/nn: the entry data.Nope.v1.example.com of ConfigMap knative-eventing/config-kreference-mapping is invalid") {
+		t.Errorf("bad entry: %+v", o)
 	}
 }
 
@@ -141,10 +224,10 @@ items:
 	want := map[string]string{
 		"Broker shop/b":          "",
 		"Trigger shop/ok":        "",
-		"Trigger shop/nobroker":  "spec.broker: no Broker shop/gone is ready",
+		"Trigger shop/nobroker":  "spec.broker: Broker shop/gone is not in the configuration",
 		"Deployment shop/d":      "skipped",
 		"ApiServerSource shop/s": "skipped",
-		"Trigger shop/fields":    "spec.brokerRef: supported by Knative, not by Sluice",
+		"Trigger shop/fields":    "spec.broker, spec.brokerRef: give one or the other",
 	}
 	for key, w := range want {
 		o := status(t, cfg, key)
@@ -360,5 +443,136 @@ func TestLastGoodVersions(t *testing.T) {
 		"---\napiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\nspec: {sink: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}}}\n")
 	if o := status(t, notReady, "PingSource default/p"); o.Ready || !strings.Contains(o.Reason, "spec.sink.ref: Broker default/b is not ready") {
 		t.Errorf("ref to a broker that is not ready: %+v", o)
+	}
+}
+
+// TestRefFieldsNeverInvent: every field a ref may be written in refuses a ref to a Broker
+// that is not in the configuration, naming the field.
+func TestRefFieldsNeverInvent(t *testing.T) {
+	missing := "{ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: missing}}"
+	for _, tt := range []struct{ name, yaml, key, field string }{
+		{"dead-letter sink", kBroker + kTrigger("t", "    uri: http://a/\n") + "  delivery: {deadLetterSink: " + missing + "}\n",
+			"Trigger shop/t", "spec.delivery.deadLetterSink"},
+		{"broker dead-letter sink", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: shop}\nspec: {delivery: {deadLetterSink: " + missing + "}}\n",
+			"Broker shop/b", "spec.delivery.deadLetterSink"},
+		{"ping sink", "apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p, namespace: shop}\nspec: {sink: " + missing + "}\n",
+			"PingSource shop/p", "spec.sink"},
+		{"sequence step", "apiVersion: flows.knative.dev/v1\nkind: Sequence\nmetadata: {name: s, namespace: shop}\nspec: {steps: [" + missing + "]}\n",
+			"Sequence shop/s", "spec.steps[0]"},
+		{"sequence reply", "apiVersion: flows.knative.dev/v1\nkind: Sequence\nmetadata: {name: s, namespace: shop}\nspec: {steps: [{uri: \"http://a/\"}], reply: " + missing + "}\n",
+			"Sequence shop/s", "spec.reply"},
+		{"parallel subscriber", "apiVersion: flows.knative.dev/v1\nkind: Parallel\nmetadata: {name: p, namespace: shop}\nspec: {branches: [{subscriber: " + missing + "}]}\n",
+			"Parallel shop/p", "spec.branches[0].subscriber"},
+		{"subscription subscriber", "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: c, namespace: shop}\n---\napiVersion: messaging.knative.dev/v1\nkind: Subscription\nmetadata: {name: s, namespace: shop}\nspec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: c}, subscriber: " + missing + "}\n",
+			"Subscription shop/s", "spec.subscriber"},
+		{"subscription reply", "apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: c, namespace: shop}\n---\napiVersion: messaging.knative.dev/v1\nkind: Subscription\nmetadata: {name: s, namespace: shop}\nspec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: c}, subscriber: {uri: \"http://a/\"}, reply: " + missing + "}\n",
+			"Subscription shop/s", "spec.reply"},
+	} {
+		o := status(t, readYAML(t, tt.yaml), tt.key)
+		want := tt.field + ".ref: Broker shop/missing is not in the configuration or --refs"
+		if o.Ready || !strings.Contains(o.Reason, want) {
+			t.Errorf("%s: ready %v, reason %q; want %q", tt.name, o.Ready, o.Reason, want)
+		}
+	}
+}
+
+// TestTriggerBrokerRef: a Trigger's spec.brokerRef (Knative's cross-namespace triggers)
+// attaches it to the Broker it names, in that Broker's namespace.
+func TestTriggerBrokerRef(t *testing.T) {
+	trig := func(name, spec string) string {
+		return "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: " + name + ", namespace: apps}\n" +
+			"spec: {subscriber: {uri: \"http://a/\"}, " + spec + "}\n"
+	}
+	cfg := readYAML(t, kBroker+
+		"---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: apps}\n"+
+		trig("cross", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b, namespace: shop}")+
+		trig("local-ref", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b}")+
+		trig("local", "broker: b")+
+		trig("missing", "brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: gone, namespace: shop}")+
+		trig("both", "broker: b, brokerRef: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: b, namespace: shop}")+
+		trig("neither", "filters: []")+
+		trig("not-broker", "brokerRef: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: b, namespace: shop}"))
+	on := map[string]string{} // trigger → the broker it is attached to
+	for _, b := range cfg.Brokers {
+		for _, tr := range b.Triggers {
+			on[tr.Namespace+"/"+tr.Name] = b.Key()
+		}
+	}
+	for _, tt := range []struct{ trigger, broker, reason string }{
+		{"cross", "shop/b", ""},
+		{"local-ref", "apps/b", ""},
+		{"local", "apps/b", ""},
+		{"missing", "", "spec.brokerRef: Broker shop/gone is not in the configuration"},
+		{"both", "", "spec.broker, spec.brokerRef: give one or the other"},
+		{"neither", "", "spec.broker: required (or spec.brokerRef)"},
+		{"not-broker", "", `spec.brokerRef: messaging.knative.dev/v1 "InMemoryChannel" is not a Broker`},
+	} {
+		o := status(t, cfg, "Trigger apps/"+tt.trigger)
+		if got := on["apps/"+tt.trigger]; got != tt.broker {
+			t.Errorf("%s: attached to %q, want %q", tt.trigger, got, tt.broker)
+		}
+		if tt.reason == "" && !o.Ready || tt.reason != "" && (o.Ready || !strings.HasPrefix(o.Reason, tt.reason)) {
+			t.Errorf("%s: ready %v, reason %q; want reason %q", tt.trigger, o.Ready, o.Reason, tt.reason)
+		}
+	}
+}
+
+// TestMessagesNameTheBlocker: each object's reason is exactly the real blocker, said
+// once: the class of a broker Sluice does not run (not its spec.config), a field
+// Knative removed (not "supported by Knative"), and for a ref or spec.channel naming an
+// object Sluice skipped, that object and why it was skipped.
+func TestMessagesNameTheBlocker(t *testing.T) {
+	cfg := readYAML(t, `apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: rabbit, namespace: shop, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}
+spec:
+  config: {apiVersion: eventing.knative.dev/v1alpha1, kind: RabbitmqBrokerConfig, name: rabbit-config}
+---
+apiVersion: eventing.knative.dev/v1
+kind: Broker
+metadata: {name: cm-kind, namespace: shop}
+spec:
+  config: {apiVersion: eventing.knative.dev/v1alpha1, kind: RabbitmqBrokerConfig, name: rabbit-config}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: json, namespace: shop}
+spec: {jsonData: '{"a": 1}', sink: {uri: "http://a/"}}
+---
+apiVersion: messaging.knative.dev/v1alpha1
+kind: NatssChannel
+metadata: {name: natss, namespace: shop}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: to-natss, namespace: shop}
+spec: {sink: {ref: {apiVersion: messaging.knative.dev/v1alpha1, kind: NatssChannel, name: natss}}}
+---
+apiVersion: example.com/v1
+kind: InMemoryChannel
+metadata: {name: foreign, namespace: shop}
+---
+apiVersion: sources.knative.dev/v1
+kind: PingSource
+metadata: {name: to-foreign, namespace: shop}
+spec: {sink: {ref: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}}}
+---
+apiVersion: messaging.knative.dev/v1
+kind: Subscription
+metadata: {name: on-foreign, namespace: shop}
+spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}, subscriber: {uri: "http://a/"}}
+`)
+	for _, tt := range []struct{ key, reason string }{
+		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka)`},
+		{"Broker shop/cm-kind", `spec.config: eventing.knative.dev/v1alpha1 "RabbitmqBrokerConfig" is not supported; a MTChannelBasedBroker broker reads a v1 ConfigMap`},
+		{"PingSource shop/json", "spec.jsonData: removed from Knative (not a field of this apiVersion): a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"},
+		{"PingSource shop/to-natss", "spec.sink.ref: NatssChannel shop/natss (messaging.knative.dev/v1alpha1, x.yaml document 4): Sluice does not run Knative's NatssChannel (messaging.knative.dev/v1alpha1); it is skipped; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},
+		{"PingSource shop/to-foreign", "spec.sink.ref: InMemoryChannel shop/foreign (example.com/v1, x.yaml document 6): a InMemoryChannel (example.com/v1) is not an eventing object; Sluice skips it; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},
+		{"Subscription shop/on-foreign", "spec.channel: InMemoryChannel shop/foreign (example.com/v1, x.yaml document 6): a InMemoryChannel (example.com/v1) is not an eventing object; Sluice skips it"},
+	} {
+		o := status(t, cfg, tt.key)
+		if o.Ready || strings.ReplaceAll(o.Reason, o.File, "x.yaml") != tt.reason {
+			t.Errorf("%s: ready %v, reason\n%q\nwant\n%q", tt.key, o.Ready, o.Reason, tt.reason)
+		}
 	}
 }

@@ -24,6 +24,9 @@ const (
 	// MaxEmbeddedYAMLBytes bounds the expanded size of a YAML text held in a ConfigMap
 	// value that Sluice reads (default-br-config, default-ch-config, channel-template-spec).
 	MaxEmbeddedYAMLBytes = 1 << 20
+	// MaxRefURLBytes bounds the URL a ref URL template (--ref-url-template, an entry of
+	// config-kreference-mapping) renders.
+	MaxRefURLBytes = 8 << 10
 )
 
 // mib names a byte count in MiB for messages.

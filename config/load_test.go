@@ -188,8 +188,8 @@ spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {ty
 `, []string{"x.yaml: Trigger demo/perf: spec.filter.cesql: unknown field"}},
 		{"ping source without sink", "apiVersion: sources.knative.dev/v1\nkind: PingSource\nmetadata: {name: p}\n",
 			[]string{`x.yaml: PingSource default/p: spec.sink: required: a ref or a uri`}},
-		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v1alpha1\nkind: Broker\nmetadata: {name: b}\n",
-			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v1alpha1" is not supported for Broker; use eventing.knative.dev/v1`}},
+		{"wrong apiVersion", "apiVersion: eventing.knative.dev/v2\nkind: Broker\nmetadata: {name: b}\n",
+			[]string{`x.yaml: Broker default/b: apiVersion "eventing.knative.dev/v2" is not supported for Broker; use eventing.knative.dev/v1`}},
 		{"missing kind", "metadata: {name: b}\n", []string{"x.yaml: document 1: kind: required"}},
 		{"unknown top-level field", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\nspecs: {}\n",
 			[]string{"x.yaml: Broker default/b: specs: unknown field"}},
@@ -204,9 +204,9 @@ spec: {broker: default, subscriber: {uri: "http://a/"}, filter: {attributes: {ty
 		{"bad names", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: My_Broker, namespace: -x}\n",
 			[]string{`x.yaml: Broker -x/My_Broker: metadata.name: "My_Broker" is not a DNS label`, `metadata.namespace: "-x" is not a DNS label`}},
 		{"unknown broker", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: other, subscriber: {uri: \"http://a/\"}}\n",
-			[]string{"x.yaml: Trigger demo/t: spec.broker: no Broker demo/other is ready in the configuration"}},
+			[]string{"x.yaml: Trigger demo/t: spec.broker: Broker demo/other is not in the configuration"}},
 		{"trigger in other namespace", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}}\n",
-			[]string{"x.yaml: Trigger default/t: spec.broker: no Broker default/default"}},
+			[]string{"x.yaml: Trigger default/t: spec.broker: Broker default/default is not in the configuration"}},
 		{"missing broker and subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\n",
 			[]string{"Trigger demo/t: spec.broker: required", "Trigger demo/t: spec.subscriber: required: a ref or a uri"}},
 		{"relative subscriber", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: default, subscriber: {uri: /path}}\n",
@@ -292,7 +292,7 @@ kind: Subscription
 metadata: {name: s3}
 spec:
   subscriber: {ref: {kind: Service, name: x}}
-`, []string{"x.yaml: Subscription default/s1: spec.channel: no InMemoryChannel default/nope is ready in the configuration",
+`, []string{"x.yaml: Subscription default/s1: spec.channel: InMemoryChannel default/nope is not in the configuration",
 			"x.yaml: Subscription default/s2: spec.channel: default/c is a InMemoryChannel, not a KafkaChannel",
 			`x.yaml: Subscription default/s4: spec.reply.uri: "ftp://x/" is not an absolute http or https URL`,
 			"x.yaml: Subscription default/s3: spec.channel.name: required",
@@ -349,4 +349,62 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestAPIVersions: one rule for every version. The current version is read; an older
+// version whose fields Sluice reads are the current one's is read as it, with a note on
+// the ready object; a removed version whose schema differs is refused, naming what
+// differs and the version to use; any other version is refused.
+func TestAPIVersions(t *testing.T) {
+	specs := map[string]string{
+		kindBroker:       "{}",
+		kindTrigger:      "{broker: b, subscriber: {uri: \"http://a/\"}}",
+		kindChannel:      "{}",
+		kindInMemory:     "{}",
+		kindKafkaChannel: "{}",
+		kindSubscription: "{channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: imc}, subscriber: {uri: \"http://a/\"}}",
+		kindSequence:     "{steps: [{uri: \"http://a/\"}]}",
+		kindParallel:     "{branches: [{subscriber: {uri: \"http://a/\"}}]}",
+		kindPingSource:   "{sink: {uri: \"http://a/\"}}",
+	}
+	base := "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\n---\n" +
+		"apiVersion: messaging.knative.dev/v1\nkind: InMemoryChannel\nmetadata: {name: imc}\n"
+	for _, tt := range []struct {
+		apiVersion, kind string
+		ready            bool
+		reason           string // "" for none
+	}{
+		{"eventing.knative.dev/v1", kindBroker, true, ""},
+		{"eventing.knative.dev/v1beta1", kindBroker, true, "apiVersion eventing.knative.dev/v1beta1 is an older Knative version; read as eventing.knative.dev/v1, whose fields Sluice reads are the same"},
+		{"eventing.knative.dev/v1beta1", kindTrigger, true, "read as eventing.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindChannel, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindInMemory, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindSubscription, true, "read as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1beta1", kindKafkaChannel, true, ""},
+		{"flows.knative.dev/v1beta1", kindSequence, true, "read as flows.knative.dev/v1"},
+		{"flows.knative.dev/v1beta1", kindParallel, true, "read as flows.knative.dev/v1"},
+		{"sources.knative.dev/v1beta2", kindPingSource, true, "read as sources.knative.dev/v1"},
+		{"eventing.knative.dev/v1alpha1", kindBroker, false, `apiVersion "eventing.knative.dev/v1alpha1" of Broker was removed from Knative and its schema differs (spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template); rewrite it as eventing.knative.dev/v1`},
+		{"eventing.knative.dev/v1alpha1", kindTrigger, false, "(spec.filter.sourceAndType became spec.filter.attributes); rewrite it as eventing.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindChannel, false, "(spec.subscribable became spec.subscribers); rewrite it as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindInMemory, false, "rewrite it as messaging.knative.dev/v1"},
+		{"messaging.knative.dev/v1alpha1", kindKafkaChannel, false, "rewrite it as messaging.knative.dev/v1beta1"},
+		{"messaging.knative.dev/v1alpha1", kindSubscription, false, "rewrite it as messaging.knative.dev/v1"},
+		{"flows.knative.dev/v1alpha1", kindSequence, false, "rewrite it as flows.knative.dev/v1"},
+		{"flows.knative.dev/v1alpha1", kindParallel, false, "rewrite it as flows.knative.dev/v1"},
+		{"sources.knative.dev/v1alpha2", kindPingSource, false, `apiVersion "sources.knative.dev/v1alpha2" of PingSource was removed from Knative and its schema differs (spec.jsonData became spec.data); rewrite it as sources.knative.dev/v1`},
+		{"sources.knative.dev/v1beta1", kindPingSource, false, "(spec.jsonData became spec.data); rewrite it as sources.knative.dev/v1"},
+		{"eventing.knative.dev/v2", kindBroker, false, `apiVersion "eventing.knative.dev/v2" is not supported for Broker; use eventing.knative.dev/v1`},
+		{"sources.knative.dev/v1alpha1", kindPingSource, false, `apiVersion "sources.knative.dev/v1alpha1" is not supported for PingSource; use sources.knative.dev/v1`},
+	} {
+		name := "obj"
+		if tt.kind == kindBroker || tt.kind == kindInMemory {
+			name = "other" // not the base's
+		}
+		cfg := readYAML(t, base+"---\napiVersion: "+tt.apiVersion+"\nkind: "+tt.kind+"\nmetadata: {name: "+name+"}\nspec: "+specs[tt.kind]+"\n")
+		o := status(t, cfg, tt.kind+" default/"+name)
+		if o.Ready != tt.ready || !strings.Contains(o.Reason, tt.reason) || (tt.reason == "" && o.Reason != "") {
+			t.Errorf("%s %s: ready %v, reason %q; want ready %v, reason %q", tt.apiVersion, tt.kind, o.Ready, o.Reason, tt.ready, tt.reason)
+		}
+	}
 }

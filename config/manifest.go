@@ -12,8 +12,8 @@ import (
 
 // The Knative API shapes Sluice reads. Field names are Knative's. A field absent here is
 // an unknown field; a field tagged `unsupported:"why"` is a real Knative field Sluice
-// does not honour, and setting it makes the object not ready with that reason (see
-// checkFields).
+// does not honour, and one tagged `removed:"why"` a field Knative itself no longer has:
+// setting either makes the object not ready with that reason (see checkFields).
 
 // API groups and kinds.
 const (
@@ -52,28 +52,54 @@ const (
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
 )
 
-// kindInfo is what Sluice runs of one kind: its API group, the versions it reads (the
-// first is the one messages suggest) and its spec type.
+// kindInfo is what Sluice runs of one kind: its API group, its current version, the
+// older versions it reads as the current one, and its spec type.
 type kindInfo struct {
-	group    string
-	versions []string
-	spec     reflect.Type
+	group   string
+	version string
+	// older are versions Knative no longer serves (or deprecated) whose fields Sluice
+	// reads are the same as the current version's: they are read as it, with a note.
+	older []string
+	spec  reflect.Type
 }
 
-// kinds are the kinds Sluice runs. v1beta1 versions differ from v1 only in their version
-// for the fields Sluice reads, and are read as v1.
+// kinds are the kinds Sluice runs.
 var kinds = map[string]kindInfo{
-	kindBroker:       {groupEventing, []string{"v1", "v1beta1"}, reflect.TypeFor[brokerSpec]()},
-	kindTrigger:      {groupEventing, []string{"v1", "v1beta1"}, reflect.TypeFor[triggerSpec]()},
-	kindChannel:      {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[channelSpec]()},
-	kindInMemory:     {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[inMemoryChannelSpec]()},
-	kindKafkaChannel: {groupMessaging, []string{"v1beta1"}, reflect.TypeFor[kafkaChannelSpec]()},
-	kindSubscription: {groupMessaging, []string{"v1", "v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
-	kindSequence:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[sequenceSpec]()},
-	kindParallel:     {groupFlows, []string{"v1", "v1beta1"}, reflect.TypeFor[parallelSpec]()},
-	kindPingSource:   {groupSources, []string{"v1", "v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
-	kindEventPolicy:  {groupEventing, []string{"v1alpha1"}, reflect.TypeFor[eventPolicySpec]()},
-	kindConfigMap:    {"", []string{"v1"}, nil},
+	kindBroker:       {groupEventing, "v1", []string{"v1beta1"}, reflect.TypeFor[brokerSpec]()},
+	kindTrigger:      {groupEventing, "v1", []string{"v1beta1"}, reflect.TypeFor[triggerSpec]()},
+	kindChannel:      {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[channelSpec]()},
+	kindInMemory:     {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[inMemoryChannelSpec]()},
+	kindKafkaChannel: {groupMessaging, "v1beta1", nil, reflect.TypeFor[kafkaChannelSpec]()},
+	kindSubscription: {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
+	kindSequence:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[sequenceSpec]()},
+	kindParallel:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[parallelSpec]()},
+	kindPingSource:   {groupSources, "v1", []string{"v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
+	kindEventPolicy:  {groupEventing, "v1alpha1", nil, reflect.TypeFor[eventPolicySpec]()},
+	kindConfigMap:    {"", "v1", nil, nil},
+}
+
+// differingVersions are older versions of the kinds Sluice runs, removed from Knative,
+// whose schema differs from the current version's: "group/version Kind" → what differs.
+// Sluice refuses them, naming the version to use.
+var differingVersions = map[string]string{
+	groupEventing + "/v1alpha1 " + kindBroker:        "spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template",
+	groupEventing + "/v1alpha1 " + kindTrigger:       "spec.filter.sourceAndType became spec.filter.attributes",
+	groupMessaging + "/v1alpha1 " + kindChannel:      "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindInMemory:     "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindKafkaChannel: "spec.subscribable became spec.subscribers",
+	groupMessaging + "/v1alpha1 " + kindSubscription: "its subscriber and reply became Destinations",
+	groupFlows + "/v1alpha1 " + kindSequence:         "its steps and reply became Destinations",
+	groupFlows + "/v1alpha1 " + kindParallel:         "its branches and reply became Destinations",
+	groupSources + "/v1alpha2 " + kindPingSource:     "spec.jsonData became spec.data",
+	groupSources + "/v1beta1 " + kindPingSource:      "spec.jsonData became spec.data",
+}
+
+// apiVersion is the current apiVersion of k.
+func (k kindInfo) apiVersion() string {
+	if k.group == "" {
+		return k.version
+	}
+	return k.group + "/" + k.version
 }
 
 // splitAPIVersion splits "group/version"; a core apiVersion ("v1") has no group.
@@ -145,12 +171,12 @@ type triggerFilter struct {
 }
 
 type triggerSpec struct {
-	Broker     string          `json:"broker"`
-	BrokerRef  json.RawMessage `json:"brokerRef" unsupported:"a broker in another namespace; name a Broker of the trigger's namespace in spec.broker"`
-	Filter     *triggerFilter  `json:"filter"`
-	Filters    []filter.Spec   `json:"filters"`
-	Subscriber *destination    `json:"subscriber"`
-	Delivery   *deliverySpec   `json:"delivery"`
+	Broker     string         `json:"broker"`
+	BrokerRef  *kref          `json:"brokerRef"`
+	Filter     *triggerFilter `json:"filter"`
+	Filters    []filter.Spec  `json:"filters"`
+	Subscriber *destination   `json:"subscriber"`
+	Delivery   *deliverySpec  `json:"delivery"`
 }
 
 type channelTemplate struct {
@@ -235,12 +261,13 @@ type pingSourceSpec struct {
 	DataBase64  string          `json:"dataBase64"`
 	Sink        *destination    `json:"sink"`
 	CEOverrides *ceOverrides    `json:"ceOverrides"`
-	JSONData    json.RawMessage `json:"jsonData" unsupported:"removed from Knative with sources.knative.dev/v1alpha2; use data"`
+	JSONData    json.RawMessage `json:"jsonData" removed:"a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"`
 }
 
 // checkFields reports, through add, every key of the decoded JSON value v that the Go
 // type t has no json field for ("unknown field"), and every key naming a field tagged
-// unsupported ("supported by Knative, not by Sluice: why"), with its path. A list where t
+// unsupported ("supported by Knative, not by Sluice: why") or removed ("removed from
+// Knative …: why"), with its path. A list where t
 // wants an object, or an object where it wants a list, is reported too.
 // json.RawMessage fields accept anything (their content is checked where it is used).
 func checkFields(path string, v any, t reflect.Type, add func(path, reason string)) {
@@ -260,8 +287,8 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 			return // other type errors are reported by json.Unmarshal
 		}
 		type field struct {
-			t           reflect.Type
-			unsupported string
+			t                    reflect.Type
+			unsupported, removed string
 		}
 		fields := map[string]field{}
 		var collect func(t reflect.Type)
@@ -273,7 +300,7 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 					continue
 				}
 				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-				fields[name] = field{f.Type, f.Tag.Get("unsupported")}
+				fields[name] = field{f.Type, f.Tag.Get("unsupported"), f.Tag.Get("removed")}
 			}
 		}
 		collect(t)
@@ -282,6 +309,8 @@ func checkFields(path string, v any, t reflect.Type, add func(path, reason strin
 			switch {
 			case !ok:
 				add(join(path, k), "unknown field (not a Knative field of this object)")
+			case f.removed != "":
+				add(join(path, k), "removed from Knative (not a field of this apiVersion): "+f.removed)
 			case f.unsupported != "":
 				add(join(path, k), "supported by Knative, not by Sluice: "+f.unsupported)
 			default:

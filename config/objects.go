@@ -90,6 +90,8 @@ type channelObj struct {
 
 type triggerObj struct {
 	broker     string
+	brokerNS   string // the broker's namespace: spec.brokerRef's, else the trigger's
+	brokerPath string // the field naming the broker, for messages
 	attributes map[string]string
 	filters    []filter.Spec
 	filter     filter.Filter
@@ -183,10 +185,7 @@ func (p *parsed) spec(obj object, spec any) {
 		addressable = true
 		b := &brokerObj{backend: backend, stream: stream, headerEnc: enc, class: ann[annotationClass],
 			config: s.Config, externalTopic: ann[annotationExternalTopic]}
-		if s.Config != nil {
-			if s.Config.Kind != kindConfigMap || (s.Config.APIVersion != "" && s.Config.APIVersion != "v1") {
-				p.fail("spec.config: %s %q is not supported; Sluice reads a v1 ConfigMap", s.Config.APIVersion, s.Config.Kind)
-			}
+		if s.Config != nil { // its kind is checked with the class (classes.broker)
 			if s.Config.Name == "" {
 				p.fail("spec.config.name: required")
 			}
@@ -216,9 +215,27 @@ func (p *parsed) spec(obj object, spec any) {
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
 		p.channel = c
 	case *triggerSpec:
-		t := &triggerObj{broker: s.Broker}
-		if s.Broker == "" {
-			p.fail("spec.broker: required")
+		t := &triggerObj{broker: s.Broker, brokerNS: p.status.Namespace, brokerPath: "spec.broker"}
+		switch r := s.BrokerRef; {
+		case s.Broker == "" && r == nil:
+			p.fail("spec.broker: required (or spec.brokerRef)")
+		case s.Broker != "" && r != nil:
+			p.fail("spec.broker, spec.brokerRef: give one or the other")
+		case r != nil:
+			t.broker, t.brokerPath = r.Name, "spec.brokerRef"
+			if r.Namespace != "" {
+				t.brokerNS = r.Namespace
+			}
+			group, _ := splitAPIVersion(r.APIVersion)
+			switch {
+			case r.Name == "":
+				p.fail("spec.brokerRef.name: required")
+			case r.Kind != kindBroker || group != groupEventing:
+				p.fail("spec.brokerRef: %s %q is not a Broker; want {apiVersion: %s, kind: %s, name, namespace}", r.APIVersion, r.Kind, apiEventing, kindBroker)
+			}
+			if msg := dnsLabel(r.Namespace); r.Namespace != "" && msg != "" {
+				p.fail("spec.brokerRef.namespace: %q %s", r.Namespace, msg)
+			}
 		}
 		if s.Filter != nil {
 			t.attributes = s.Filter.Attributes

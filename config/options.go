@@ -38,10 +38,10 @@ func WithIngressURL(u string) Option { return func(o *options) { o.ingressURL = 
 // namespace, name, url}. An entry wins over the template; Watch watches the file too.
 func WithRefsFile(path string) Option { return func(o *options) { o.refsFile = path } }
 
-// WithRefURLTemplate sets the text/template that makes the URL of a ref that is neither
-// an object of the configuration nor in the refs file. It sees .APIVersion, .Group,
-// .Kind, .Namespace and .Name (lower-cased kind as .Resource). Default
-// DefaultRefURLTemplate.
+// WithRefURLTemplate sets the text/template that makes the URL of a ref to a Service (a
+// core v1 Service or a serving.knative.dev/v1 Service) that is not in the refs file;
+// refs to other kinds never use it. It sees .APIVersion, .Group, .Kind, .Namespace and
+// .Name (lower-cased kind as .Resource). Default DefaultRefURLTemplate.
 func WithRefURLTemplate(t string) Option { return func(o *options) { o.refTemplate = t } }
 
 // WithPrevious gives the configuration now running: an object that was valid in it and

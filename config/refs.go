@@ -77,18 +77,38 @@ var addressable = map[string]string{
 	kindParallel:     groupFlows,
 }
 
+// serviceKind reports whether a ref names a kind whose address is its cluster Service,
+// the only kinds --ref-url-template makes an address for: a core v1 Service and a
+// Knative Service (serving.knative.dev/v1).
+func serviceKind(apiVersion, kind string) bool {
+	return kind == "Service" && (apiVersion == "v1" || apiVersion == "serving.knative.dev/v1")
+}
+
 // resolver turns Destinations into URLs.
 type resolver struct {
 	st        *settings
 	refs      []RefEntry
-	addresses map[string]string // "Kind ns/name" → Sluice address, of ready objects
-	declared  map[string]bool   // "Kind ns/name" of every object of the configuration
+	mapping   refMapping
+	addresses map[string]string       // "Kind ns/name" → Sluice address, of ready objects
+	declared  map[string]bool         // "Kind ns/name" of every object of the configuration
+	skipped   map[string]ObjectStatus // "Kind ns/name" of the objects Sluice skipped
 }
 
 // address is the Sluice ingress address of the object at ns/name.
 func (r *resolver) address(ns, name string) string { return r.st.ingress + "/" + ns + "/" + name }
 
-// resolve resolves d, written in an object of namespace ns.
+// why says why no object of kind at ns/name runs: it was skipped (naming its file and
+// the reason it was skipped) or it is not in the configuration.
+func (r *resolver) why(kind, ns, name string) string {
+	if s, ok := r.skipped[kind+" "+ns+"/"+name]; ok {
+		return fmt.Sprintf("%s %s/%s (%s, %s document %d): %s", kind, ns, name, s.APIVersion, s.File, s.Document, s.Reason)
+	}
+	return fmt.Sprintf("%s %s/%s is not in the configuration", kind, ns, name)
+}
+
+// resolve resolves d, written in an object of namespace ns: to an object of the
+// configuration, an entry of --refs, a template of config-kreference-mapping, or, for a
+// Service, --ref-url-template; any other ref is an error naming it.
 func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 	res := Resolution{Field: d.path}
 	if d.ref == nil {
@@ -102,8 +122,8 @@ func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 	res.Ref = fmt.Sprintf("%s %s %s/%s", ref.APIVersion, ref.Kind, ref.Namespace, ref.Name)
 	group, _ := splitAPIVersion(ref.APIVersion)
 	base := ""
+	key := ref.Kind + " " + ref.Namespace + "/" + ref.Name
 	if g, ok := addressable[ref.Kind]; ok && g == group {
-		key := ref.Kind + " " + ref.Namespace + "/" + ref.Name
 		if a, ok := r.addresses[key]; ok {
 			base, res.Via = a, ViaConfig
 		} else if r.declared[key] {
@@ -121,8 +141,27 @@ func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 		}
 	}
 	if base == "" {
-		var b strings.Builder
-		err := r.st.template.Execute(&b, refData{
+		u, ok, err := r.mapping.resolve(ref)
+		if err != nil {
+			return res, fmt.Errorf("%s.ref: %w", d.path, err)
+		}
+		if ok {
+			base, res.Via = u, ViaMapping
+		}
+	}
+	if base == "" {
+		if !serviceKind(ref.APIVersion, ref.Kind) {
+			if _, ok := r.skipped[key]; ok {
+				return res, fmt.Errorf("%s.ref: %s; give its address in --refs or %s", d.path, r.why(ref.Kind, ref.Namespace, ref.Name), mappingWhere)
+			}
+			if g, ok := addressable[ref.Kind]; ok && g == group {
+				return res, fmt.Errorf("%s.ref: %s or --refs", d.path, r.why(ref.Kind, ref.Namespace, ref.Name))
+			}
+			return res, fmt.Errorf("%s.ref: %s %s %s/%s is not in --refs or %s; only a Service (v1 or serving.knative.dev/v1) is addressed by --ref-url-template",
+				d.path, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, mappingWhere)
+		}
+		var b bytes.Buffer
+		err := r.st.template.Execute(&limitedWriter{w: &b, n: MaxRefURLBytes}, refData{
 			APIVersion: ref.APIVersion, Group: group, Kind: ref.Kind, Resource: strings.ToLower(ref.Kind),
 			Namespace: ref.Namespace, Name: ref.Name,
 		})

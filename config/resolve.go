@@ -37,10 +37,20 @@ func (l *loader) resolve(cfg *Config) {
 			c.cms[p.status.Namespace+"/"+p.status.Name] = p.cm
 		}
 	}
-	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}}
+	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}, skipped: map[string]ObjectStatus{}}
 	for _, p := range live {
-		if !p.status.Skipped && !p.duplicate && p.status.Name != "" {
+		switch {
+		case p.status.Skipped && p.status.Name != "":
+			r.skipped[p.key()] = p.status
+		case !p.status.Skipped && !p.duplicate && p.status.Name != "":
 			r.declared[p.key()] = true
+		}
+		if p.cm != nil && !p.failed() && p.status.Namespace == systemNamespace && p.status.Name == cmKReferenceMapping {
+			m, errs := readMapping(p.cm)
+			r.mapping = m
+			for _, e := range errs {
+				p.fail("%s", e)
+			}
 		}
 	}
 	nodes := map[string]*node{} // by "ns/name", the address path
@@ -237,12 +247,15 @@ func (l *loader) resolve(cfg *Config) {
 		switch {
 		case p.trigger != nil:
 			t := p.trigger
-			n, ok := nodes[ns+"/"+t.broker]
+			bns := t.brokerNS
+			n, ok := nodes[bns+"/"+t.broker]
 			switch {
+			case !ok && r.declared[kindBroker+" "+bns+"/"+t.broker]:
+				p.fail("%s: Broker %s/%s is not ready", t.brokerPath, bns, t.broker)
 			case !ok:
-				p.fail("spec.broker: no Broker %s/%s is ready in the configuration", ns, t.broker)
+				p.fail("%s: %s", t.brokerPath, r.why(kindBroker, bns, t.broker))
 			case n.Kind != kindBroker:
-				p.fail("spec.broker: %s/%s is a %s, not a Broker; use a Subscription", ns, t.broker, n.Kind)
+				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
 				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Source: p.status.File}
@@ -259,8 +272,13 @@ func (l *loader) resolve(cfg *Config) {
 		case p.sub != nil:
 			s := p.sub
 			n, ok := nodes[ns+"/"+s.channel.Name]
+			switch {
+			case !ok && r.declared[s.channel.Kind+" "+ns+"/"+s.channel.Name]:
+				p.fail("spec.channel: %s %s/%s is not ready", s.channel.Kind, ns, s.channel.Name)
+			case !ok:
+				p.fail("spec.channel: %s", r.why(s.channel.Kind, ns, s.channel.Name))
+			}
 			if !ok {
-				p.fail("spec.channel: no %s %s/%s is ready in the configuration", s.channel.Kind, ns, s.channel.Name)
 				continue
 			}
 			group, _ := splitAPIVersion(s.channel.APIVersion)

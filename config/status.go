@@ -44,16 +44,18 @@ type Resolution struct {
 	Ref string `json:"ref,omitempty"`
 	// URL is where events go.
 	URL string `json:"url"`
-	// Via says how the ref was resolved: ViaConfig, ViaRefsFile, ViaTemplate, or ViaURI.
+	// Via says how the ref was resolved: ViaConfig, ViaRefsFile, ViaMapping, ViaTemplate,
+	// or ViaURI.
 	Via string `json:"via"`
 }
 
 // The values of Resolution.Via.
 const (
-	ViaURI      = "uri"       // a plain uri, no ref
-	ViaConfig   = "config"    // an object of the configuration: its Sluice address
-	ViaRefsFile = "refs-file" // an entry of the --refs file
-	ViaTemplate = "template"  // the --ref-url-template (Knative's in-cluster address)
+	ViaURI      = "uri"                // a plain uri, no ref
+	ViaConfig   = "config"             // an object of the configuration: its Sluice address
+	ViaRefsFile = "refs-file"          // an entry of the --refs file
+	ViaTemplate = "template"           // the --ref-url-template (Knative's in-cluster address of a Service)
+	ViaMapping  = "kreference-mapping" // a template of Knative's config-kreference-mapping
 )
 
 // Key returns "Kind namespace/name".

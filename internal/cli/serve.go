@@ -72,8 +72,9 @@ triggers. The config file (or directory of *.yaml files) holds Knative manifests
 Trigger, Channel, InMemoryChannel, KafkaChannel, Subscription, Sequence, Parallel,
 PingSource and the ConfigMaps they name. Each object stands alone: one that is not ready
 is logged and the rest run ('sluice status' lists them). Refs resolve to the objects of
-the configuration, the --refs file, or --ref-url-template. The config and the refs file
-are watched and reloaded without dropping events.`,
+the configuration, the --refs file, config-kreference-mapping, or (for a Service only)
+--ref-url-template; any other ref is an error. The config and the refs file are watched
+and reloaded without dropping events.`,
 		Example: `  sluice serve --config examples/demo.yaml
   curl -i http://127.0.0.1:8080/default/default -H 'ce-specversion: 1.0' -H 'ce-id: 1' \
        -H 'ce-source: /cli' -H 'ce-type: io.triggermesh.perf.drill' -d '{"hello":"world"}'`,

@@ -20,7 +20,7 @@ type knativeFlags struct {
 
 func (k *knativeFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&k.refs, "refs", "", "YAML list of {apiVersion, kind, namespace, name, url}: where refs to objects outside the configuration go (watched)")
-	fl.StringVar(&k.refTemplate, "ref-url-template", config.DefaultRefURLTemplate, "URL of any other ref (Go template of .Name, .Namespace, .Kind, .APIVersion, .Group, .Resource); the default is the in-cluster address Knative uses")
+	fl.StringVar(&k.refTemplate, "ref-url-template", config.DefaultRefURLTemplate, "URL of a ref to a Service (v1 or serving.knative.dev/v1) not in --refs (Go template of .Name, .Namespace, .Kind, .APIVersion, .Group, .Resource); the default is the in-cluster address Knative uses")
 }
 
 // options are the config options of the flags, with ingress as Sluice's own base URL.
@@ -64,6 +64,8 @@ func (c *configLog) report(cfg *config.Config) {
 			c.log.Info("skipped: not a kind Sluice runs", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		case !o.Ready:
 			c.log.Error("object not ready", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
+		case o.Reason != "": // ready, with a note (an older apiVersion read as the current one)
+			c.log.Warn("object ready with a note", "object", key, "file", o.File, "reason", redact.Text(o.Reason))
 		}
 		for _, r := range o.Refs {
 			if r.Via == config.ViaURI {

@@ -223,19 +223,19 @@ func TestKnativeCorpus(t *testing.T) {
 		{[]string{"tutorial", "meteatamel/broker.yaml"}, map[string]want{
 			"broker default/default":                        {notReady: `kind "broker": kinds are case-sensitive; did you mean Broker?`},
 			"ConfigMap knative-eventing/default-ch-webhook": {},
-			"Channel default/eventinghello-ch":              {notReady: `apiVersion "messaging.knative.dev/v1alpha1" is not supported for Channel`},
-			"Subscription default/eventinghelloa-sub":       {notReady: "spec.channel: no Channel default/eventinghello-ch is ready"},
-			"Subscription default/eventinghellob-sub":       {notReady: "spec.channel: no Channel default/eventinghello-ch is ready"},
+			"Channel default/eventinghello-ch":              {notReady: `apiVersion "messaging.knative.dev/v1alpha1" of Channel was removed from Knative and its schema differs`},
+			"Subscription default/eventinghelloa-sub":       {notReady: "spec.channel: Channel default/eventinghello-ch is not ready"},
+			"Subscription default/eventinghellob-sub":       {notReady: "spec.channel: Channel default/eventinghello-ch is not ready"},
 			"PingSource default/eventinghello-ping-source":  {refs: map[string]string{"spec.sink": tmpl + "eventinghello" + svc}},
 			"Trigger default/helloaloha":                    {refs: map[string]string{"spec.subscriber": tmpl + "eventingaloha" + svc}},
-			"Trigger default/hellobonjour":                  {notReady: `apiVersion "eventing.knative.dev/v1alpha1" is not supported for Trigger`},
+			"Trigger default/hellobonjour":                  {notReady: `apiVersion "eventing.knative.dev/v1alpha1" of Trigger was removed from Knative and its schema differs`},
 			"Broker default/default":                        {},
 		}},
 		{[]string{"meteatamel"}, map[string]want{
 			"Broker default/default":                {},
 			"Trigger default/trigger1":              {refs: map[string]string{"spec.subscriber": tmpl + "service1" + svc}},
 			"Trigger default/trigger-event-display": {refs: map[string]string{"spec.subscriber": tmpl + "event-display" + svc}},
-			"PingSource default/source":             {notReady: `apiVersion "sources.knative.dev/v1alpha2" is not supported for PingSource`},
+			"PingSource default/source":             {notReady: `apiVersion "sources.knative.dev/v1alpha2" of PingSource was removed from Knative and its schema differs`},
 		}},
 		// messaging.knative.dev/v1beta1 channels and subscriptions, read as v1; a reply
 		// to a channel of the configuration goes to its Sluice address.
@@ -246,7 +246,7 @@ func TestKnativeCorpus(t *testing.T) {
 			"Subscription default/subscription2": {refs: map[string]string{
 				"spec.subscriber": tmpl + "service2" + svc, "spec.reply": in + "/default/channel2"}},
 			"Subscription default/subscription3": {refs: map[string]string{"spec.subscriber": tmpl + "service3" + svc}},
-			"PingSource default/source":          {notReady: `apiVersion "sources.knative.dev/v1alpha2" is not supported for PingSource`},
+			"PingSource default/source":          {notReady: `apiVersion "sources.knative.dev/v1alpha2" of PingSource was removed from Knative and its schema differs`},
 		}},
 		// Knative's authorization docs: EventPolicies with refs, a selector, a wildcard
 		// sub and filters, and the example they protect.

@@ -291,7 +291,7 @@ func TestBadObjectDoesNotStopTheRest(t *testing.T) {
 		}
 	}
 	if rep.Ready || state["default"] != "ready" || state["good"] != "ready" || state["display"] != "skipped" ||
-		!strings.Contains(state["bad"], "spec.filters: must be a list") || !strings.Contains(state["orphan"], "spec.broker: no Broker default/nope") {
+		!strings.Contains(state["bad"], "spec.filters: must be a list") || !strings.Contains(state["orphan"], "spec.broker: Broker default/nope is not in the configuration") {
 		t.Errorf("GET /status: ready %v, %v", rep.Ready, state)
 	}
 
