@@ -50,6 +50,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	defer b.mu.Unlock()
 	b.cfg = cfg
 	b.setRate(cfg.MaxRate)
+	b.setDedup(cfg.DedupWindow)
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error
