@@ -79,8 +79,12 @@ func TestIngressDedup(t *testing.T) {
 			},
 		}, 2, 0},
 		{"source and id do not trade characters", "1h", []func(h http.Handler) *httptest.ResponseRecorder{
-			func(h http.Handler) *httptest.ResponseRecorder { return post(h, "POST", "/ns/b", batch, batchOf([2]string{"/ab", "c"})) },
-			func(h http.Handler) *httptest.ResponseRecorder { return post(h, "POST", "/ns/b", batch, batchOf([2]string{"/a", "bc"})) },
+			func(h http.Handler) *httptest.ResponseRecorder {
+				return post(h, "POST", "/ns/b", batch, batchOf([2]string{"/ab", "c"}))
+			},
+			func(h http.Handler) *httptest.ResponseRecorder {
+				return post(h, "POST", "/ns/b", batch, batchOf([2]string{"/a", "bc"}))
+			},
 		}, 2, 0},
 		{"in a batch, per event", "1h", []func(h http.Handler) *httptest.ResponseRecorder{
 			func(h http.Handler) *httptest.ResponseRecorder { return post(h, "POST", "/ns/b", binary("a"), "{}") },

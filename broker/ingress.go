@@ -19,6 +19,7 @@ import (
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 once configured and every trigger's consumer joined, 503 while shutting down
 //	GET  /status                every object of the configuration, ready or not (JSON)
+//	POST /triggers/<ns>/<name>/pause|resume, GET /triggers/<ns>/<name>  (TriggersPath)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
@@ -44,6 +45,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+		return
+	}
+	if IsTriggerPath(r.URL.Path) {
+		s.serveTrigger(w, r) // pause.go
 		return
 	}
 	key := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/")

@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+)
+
+// pausedTriggerDoc is triggerDoc with sluice.dev/paused: "true".
+func pausedTriggerDoc(name, url string) string {
+	return strings.Replace(triggerDoc(name, "t", url), "namespace: ns}", `namespace: ns, annotations: {sluice.dev/paused: "true"}}`, 1)
+}
+
+// TestPauseAnnotationAndAPI: a trigger annotated sluice.dev/paused: "true" delivers
+// nothing while its events are stored; the operator API resumes it; a reload that does
+// not change the annotation leaves the API's state alone, one that changes it applies it.
+func TestPauseAnnotationAndAPI(t *testing.T) {
+	sub, n := countingSubscriber(t)
+	s := newTestServer(t, nil)
+	h := s.Handler()
+	apply := func(yaml string) {
+		t.Helper()
+		if err := s.Apply(context.Background(), loadConfig(t, yaml)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	depth := func() int { return s.findTrigger("ns/all").consumer.Len() }
+	send := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if rec := post(h, "POST", "/ns/b", binary(id), "{}"); rec.Code != http.StatusAccepted {
+				t.Fatalf("event %s: %d %s", id, rec.Code, rec.Body)
+			}
+		}
+	}
+	state := func(method, path string, want int) TriggerState {
+		t.Helper()
+		rec := post(h, method, path, nil, "")
+		if rec.Code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, want)
+		}
+		var st TriggerState
+		if want == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+
+	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
+	send("1", "2", "3")
+	if depth() != 3 || n.Load() != 0 {
+		t.Fatalf("paused by the annotation: %d queued, %d delivered; want 3 and 0", depth(), n.Load())
+	}
+	if st := state("GET", "/triggers/ns/all", 200); !st.Paused || st.Trigger != "ns/all" {
+		t.Fatalf("GET: %+v", st)
+	}
+	if st := state("POST", "/triggers/ns/all/resume", 200); st.Paused {
+		t.Fatalf("resume: %+v", st)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "3 delivered", func() bool { return n.Load() == 3 })
+
+	// The same configuration again: the annotation did not change, the API's resume stays.
+	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
+	if st := state("GET", "/triggers/ns/all", 200); st.Paused {
+		t.Fatal("a reload that did not change the annotation paused the trigger again")
+	}
+	if st := state("POST", "/triggers/ns/all/pause", 200); !st.Paused {
+		t.Fatalf("pause: %+v", st)
+	}
+	send("4")
+	if depth() != 1 || n.Load() != 3 {
+		t.Fatalf("paused by the API: %d queued, %d delivered; want 1 and 3", depth(), n.Load())
+	}
+	// The annotation removed: a change, so it applies.
+	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
+	sluicetest.Eventually(t, 30*time.Second, "4 delivered", func() bool { return n.Load() == 4 })
+
+	if err := s.SetPaused("ns/nope", true); !errors.Is(err, ErrNoTrigger) {
+		t.Errorf("SetPaused of an unknown trigger: %v", err)
+	}
+	state("POST", "/triggers/ns/nope/pause", 404)
+	state("GET", "/triggers/ns/all/pause", 405)
+	state("POST", "/triggers/ns/all", 405)
+	state("POST", "/triggers/ns/all/stop", 404)
+	// A broker in namespace "triggers" is still reached at /triggers/<name>.
+	if got := post(h, "POST", "/triggers/x/", binary("t"), "{}").Code; got != 404 || !IsTriggerPath("/triggers/ns/all") || IsTriggerPath("/triggers/x/") {
+		t.Errorf("POST /triggers/x/: %d, want the ingress's 404 for an unknown broker", got)
+	}
+}
