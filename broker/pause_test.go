@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +96,44 @@ func TestPauseAnnotationAndAPI(t *testing.T) {
 	if got := post(h, "POST", "/triggers/x/", binary("t"), "{}").Code; got != 404 || !IsTriggerPath("/triggers/ns/all") || IsTriggerPath("/triggers/x/") {
 		t.Errorf("POST /triggers/x/: %d, want the ingress's 404 for an unknown broker", got)
 	}
+}
+
+// FuzzTriggerPath sends arbitrary paths and methods to the handler with one trigger
+// running: nothing panics, the pause endpoints answer only 200, 404 or 405, and never
+// 200 for a trigger other than ns/all.
+func FuzzTriggerPath(f *testing.F) {
+	for _, p := range []string{"/triggers/ns/all", "/triggers/ns/all/pause", "/triggers/ns/all/resume", "/triggers/x/",
+		"/triggers//all/pause", "/triggers/ns/all/pause/", "/triggers/ns/all/pause/x", "/triggers/", "/triggers/ns//pause"} {
+		f.Add("POST", p)
+		f.Add("GET", p)
+	}
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	s := newTestServer(f, nil)
+	if err := s.Apply(context.Background(), loadConfig(f, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	f.Fuzz(func(t *testing.T, method, path string) {
+		u, err := url.Parse(path)
+		if err != nil || !strings.HasPrefix(u.Path, "/") || (method != "GET" && method != "POST") {
+			return
+		}
+		req := httptest.NewRequest(method, "/", nil)
+		req.URL = u
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !IsTriggerPath(u.Path) {
+			return // the ingress's and the probes' (their own tests)
+		}
+		switch rec.Code {
+		case 200, 404, 405:
+		default:
+			t.Fatalf("%s %q: %d %s", method, path, rec.Code, rec.Body)
+		}
+		if rec.Code == 200 && !strings.HasPrefix(u.Path, "/triggers/ns/all") {
+			t.Fatalf("%s %q: 200 for another trigger", method, path)
+		}
+		s.SetPaused("ns/all", false)
+	})
 }
