@@ -161,7 +161,8 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) deliver
 }
 
 // startTrigger opens the queue called name and starts its dispatcher on a goroutine of
-// b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not ctx (a reload's): it runs until stopped.
+// b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
+// ctx (a reload's): it runs until stopped.
 func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool) (*trigger, error) {
 	cons, err := b.ch.Consume(ctx, name)
 	if err != nil {

@@ -1,6 +1,9 @@
 package delivery
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Pausing (docs/operations.md): a paused dispatcher starts no attempt. Its receive loop
 // takes no more messages from the consumer, so what is published meanwhile stays
@@ -11,8 +14,9 @@ import "context"
 // they were parked, and the receive loop goes on: on an ordered target each key's
 // next job still waits for the previous one to settle, so the order per key is kept.
 
-// pauseState is the dispatcher's pause, guarded by Dispatcher.mu.
+// pauseState is the dispatcher's pause, guarded by Dispatcher.mu but for on.
 type pauseState struct {
+	on      atomic.Bool // paused, read without the lock by the workers (park)
 	paused  bool
 	resumed chan struct{} // closed by Resume; nil while not paused
 	parked  []*job        // jobs set aside while paused, in the order they came due
@@ -30,6 +34,7 @@ func (d *Dispatcher) Pause() {
 	d.mu.Lock()
 	if !d.pause.paused {
 		d.pause.paused = true
+		d.pause.on.Store(true)
 		d.pause.resumed = make(chan struct{})
 		d.log.Info("deliveries paused")
 	}
@@ -52,6 +57,7 @@ func (d *Dispatcher) Resume() {
 		return
 	}
 	d.pause.paused = false
+	d.pause.on.Store(false)
 	close(d.pause.resumed)
 	d.pause.resumed = nil
 	parked := d.pause.parked
@@ -70,8 +76,12 @@ func (d *Dispatcher) Paused() bool {
 }
 
 // park sets j aside if the dispatcher is paused, and reports whether it did. Once the
-// dispatcher stops nothing is parked: the workers release what is held.
+// dispatcher stops nothing is parked: the workers release what is held. A job taken
+// by a worker just as Pause is called may still be attempted, as one in flight is.
 func (d *Dispatcher) park(j *job) bool {
+	if !d.pause.on.Load() { // the common case costs no lock
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.pause.paused || d.stopping {
