@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
@@ -136,4 +138,42 @@ func FuzzTriggerPath(f *testing.F) {
 		}
 		s.SetPaused("ns/all", false)
 	})
+}
+
+// TestPausedMemoryBudget: a paused trigger's events fill its memory channel's budget,
+// then ingress answers 429 as for any full channel; on resume every event answered 202
+// is delivered, once.
+func TestPausedMemoryBudget(t *testing.T) {
+	sub, n := countingSubscriber(t)
+	s := newTestServer(t, memory.NewBudget(64<<10), WithAdmitWait(0), WithRejectHold(0))
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+pausedTriggerDoc("all", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	body := `"` + strings.Repeat("x", 4<<10) + `"`
+	accepted := 0
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("no 429 after 1000 events of 4 KiB on a 64 KiB budget")
+		}
+		rec := post(h, "POST", "/ns/b", binary(strconv.Itoa(i)), body)
+		if rec.Code == http.StatusTooManyRequests {
+			break
+		}
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+		accepted++
+	}
+	if accepted == 0 || n.Load() != 0 {
+		t.Fatalf("%d accepted, %d delivered while paused; want some and none", accepted, n.Load())
+	}
+	if err := s.SetPaused("ns/all", false); err != nil {
+		t.Fatal(err)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "all delivered", func() bool { return n.Load() == int64(accepted) })
+	shutdown(t, s)
+	if got := n.Load(); got != int64(accepted) {
+		t.Errorf("delivered %d, want the %d accepted", got, accepted)
+	}
 }
