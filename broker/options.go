@@ -117,7 +117,7 @@ func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n }
 // WithDedupEntries bounds the (source, id) pairs the dedup window of one broker
 // (sluice.dev/dedup-window) remembers: past it, each pair accepted forgets the oldest
 // before its window ends (counted in sluice_dedup_evicted_total), so a duplicate of it
-// is stored again. Each pair costs at most about 100 bytes whatever its length. Default
+// is stored again. Each pair costs at most about 150 bytes whatever its length. Default
 // DefaultDedupEntries (100,000).
 func WithDedupEntries(n int) Option { return func(o *options) { o.dedupEntries = n } }
 
