@@ -42,9 +42,10 @@ type Broker struct {
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics
-	rate    atomic.Pointer[rateLimit] // sluice.dev/max-rate; nil: none (fairshare.go)
-	backlog backlogGate               // the backlog bound's cached verdict (admission.go)
-	admitq  admitQueue                // requests waiting for room (admitqueue.go)
+	rate    atomic.Pointer[rateLimit]   // sluice.dev/max-rate; nil: none (fairshare.go)
+	dedup   atomic.Pointer[dedupWindow] // sluice.dev/dedup-window; nil: off (dedup.go)
+	backlog backlogGate                 // the backlog bound's cached verdict (admission.go)
+	admitq  admitQueue                  // requests waiting for room (admitqueue.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup
@@ -64,6 +65,7 @@ type scratch struct {
 	routes []string
 	envs   []channel.Envelope
 	ends   []int
+	keys   []dedupKey // the dedup keys of the events stored (dedup.go)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{routes: make([]string, 0, 16)} }}
@@ -96,7 +98,7 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 	err = b.ch.Publish(ctx, sc.envs)
 	clear(sc.routes)
 	clear(sc.envs) // drop the event pointers
-	sc.routes, sc.envs, sc.ends = sc.routes[:0], sc.envs[:0], sc.ends[:0]
+	sc.routes, sc.envs, sc.ends, sc.keys = sc.routes[:0], sc.envs[:0], sc.ends[:0], sc.keys[:0]
 	scratchPool.Put(sc)
 	return unmatched, err
 }

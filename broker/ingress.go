@@ -19,6 +19,7 @@ import (
 //	GET  /healthz               200 while the process runs
 //	GET  /readyz                200 once configured and every trigger's consumer joined, 503 while shutting down
 //	GET  /status                every object of the configuration, ready or not (JSON)
+//	POST /triggers/<ns>/<name>/pause|resume, GET /triggers/<ns>/<name>  (TriggersPath)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
@@ -44,6 +45,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
+		return
+	}
+	if IsTriggerPath(r.URL.Path) {
+		s.serveTrigger(w, r) // pause.go
 		return
 	}
 	key := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/")
@@ -151,6 +156,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// sluice.dev/dedup-window: events accepted within the window are answered 202 with
+	// the others and not stored again (dedup.go).
+	var keys []dedupKey
+	dw := b.dedup.Load()
+	if dw != nil {
+		n := len(evs)
+		evs, keys = dw.filter(evs, nil, start)
+		if d := n - len(evs); d > 0 {
+			b.m.deduplicated.Add(float64(d))
+		}
+	}
 	var spans *ingressSpans
 	if s.opts.tracer != nil {
 		spans = s.startIngress(r, b, evs, start)
@@ -166,7 +182,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.rejectShuttingDown(w, b)
 		return
 	}
-	unmatched, err := b.ingest(r.Context(), evs)
+	var unmatched int
+	if len(evs) > 0 {
+		unmatched, err = b.ingest(r.Context(), evs)
+	}
 	s.ingestMu.RUnlock()
 	if spans != nil {
 		spans.end(err, storeStatus(err))
@@ -174,6 +193,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.storeFailed(w, r, b, err)
 		return
+	}
+	if dw != nil {
+		dw.accepted(keys)
 	}
 	b.m.accepted.Add(float64(len(evs)))
 	if unmatched > 0 {

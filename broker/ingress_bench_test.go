@@ -3,8 +3,10 @@ package broker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +19,25 @@ import (
 // channel stores nothing and the number is the ingress path alone).
 func BenchmarkIngressBinary(b *testing.B) { benchIngress(b) }
 
+// BenchmarkIngressDedup is BenchmarkIngressBinary with the broker's dedup window off and
+// on (sluice.dev/dedup-window: 1h): on, every event has a new id, so each is looked up,
+// remembered, and past the default bound forgets the oldest.
+func BenchmarkIngressDedup(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchIngressWith(b, plainBroker()) })
+	b.Run("on", func(b *testing.B) {
+		benchIngressWith(b, fmt.Sprintf(brokerDoc, `, annotations: {sluice.dev/dedup-window: "1h"}`))
+	})
+}
+
 // benchIngress posts one 1 KiB binary-mode event b.N times to a server built with opts
 // whose one trigger matches nothing.
-func benchIngress(b *testing.B, opts ...Option) {
+func benchIngress(b *testing.B, opts ...Option) { benchIngressWith(b, plainBroker(), opts...) }
+
+// benchIngressWith is benchIngress with broker ns/b as brokerYAML says; with a dedup
+// window each event has a new id.
+func benchIngressWith(b *testing.B, brokerYAML string, opts ...Option) {
 	s := newTestServer(b, nil, opts...)
-	if err := s.Apply(context.Background(), loadConfig(b, plainBroker()+triggerDoc("t", "never.matches", "http://127.0.0.1:9/"))); err != nil {
+	if err := s.Apply(context.Background(), loadConfig(b, brokerYAML+triggerDoc("t", "never.matches", "http://127.0.0.1:9/"))); err != nil {
 		b.Fatal(err)
 	}
 	h := s.Handler()
@@ -34,6 +50,9 @@ func benchIngress(b *testing.B, opts ...Option) {
 	req.Header.Set("Content-Type", "application/octet-stream")
 	rd := bytes.NewReader(body)
 	w := &discardWriter{h: http.Header{}}
+	dedup := s.lookup("ns/b").dedup.Load() != nil
+	ids := []string{"1"}
+	req.Header["Ce-Id"] = ids
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -41,6 +60,9 @@ func benchIngress(b *testing.B, opts ...Option) {
 		r := *req
 		r.Body = readCloser{rd}
 		r.ContentLength = int64(len(body))
+		if dedup {
+			ids[0] = strconv.Itoa(i)
+		}
 		w.code = 0
 		h.ServeHTTP(w, &r)
 		if w.code != http.StatusAccepted {

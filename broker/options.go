@@ -34,6 +34,7 @@ type options struct {
 	rejectHold      time.Duration
 	admitWait       time.Duration
 	maxStoring      int
+	dedupEntries    int
 	logger          *slog.Logger
 	registry        prometheus.Registerer
 	tracer          trace.Tracer            // nil: tracing off (tracing.go)
@@ -113,6 +114,13 @@ func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWa
 // no bound. The gauge sluice_ingress_storing_requests shows the count per broker.
 func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n } }
 
+// WithDedupEntries bounds the (source, id) pairs the dedup window of one broker
+// (sluice.dev/dedup-window) remembers: past it, each pair accepted forgets the oldest
+// before its window ends (counted in sluice_dedup_evicted_total), so a duplicate of it
+// is stored again. Each pair costs at most about 150 bytes whatever its length. Default
+// DefaultDedupEntries (100,000).
+func WithDedupEntries(n int) Option { return func(o *options) { o.dedupEntries = n } }
+
 // WithDenyEgress makes deliveries (to subscribers, reply URLs and dead-letter sinks)
 // refuse to connect to any address in deny, checked at dial time on the resolved
 // address: such a delivery fails without a retry and is dead-lettered. Default: none.
@@ -132,6 +140,7 @@ func defaultOptions() options {
 		maxInFlight:     delivery.DefaultMaxInFlight,
 		rejectHold:      DefaultRejectHold,
 		admitWait:       DefaultAdmitWait,
+		dedupEntries:    DefaultDedupEntries,
 		logger:          slog.Default(),
 	}
 }
@@ -153,6 +162,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithMaxBacklog(%d): want 0 (no bound) or more", o.maxBacklog)
 	case o.maxStoring < 0:
 		return fmt.Errorf("broker: WithMaxStoring(%d): want 0 (no bound) or more", o.maxStoring)
+	case o.dedupEntries < 1:
+		return fmt.Errorf("broker: WithDedupEntries(%d): want at least 1", o.dedupEntries)
 	case o.rejectHold < 0 || o.rejectHold > 10*time.Second:
 		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
 	case o.admitWait < 0 || o.admitWait > 10*time.Second:

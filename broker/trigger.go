@@ -50,6 +50,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	defer b.mu.Unlock()
 	b.cfg = cfg
 	b.setRate(cfg.MaxRate)
+	b.setDedup(cfg.DedupWindow)
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error
@@ -98,15 +99,19 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 // ensure starts the dispatcher of the queue called name toward target, or updates the
 // running one if its trigger changed. Called with b.mu held.
 func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option) error {
+	own := name == subscriptionName(tc) // not its dead-letter queue, which is never paused
 	if t, ok := b.triggers[name]; ok {
 		if !t.cfg.Equal(tc) {
+			if own && t.cfg.Paused != tc.Paused { // the annotation changed: it wins over the API
+				setPaused(t.dispatcher, tc.Paused)
+			}
 			t.cfg, t.url = tc, target.URL
 			t.dispatcher.Update(target)
 			b.log.Info("trigger updated", "broker", b.key, "trigger", name)
 		}
 		return nil
 	}
-	t, err := b.startTrigger(ctx, name, tc, target, opts)
+	t, err := b.startTrigger(ctx, name, tc, target, opts, own && tc.Paused)
 	if err != nil {
 		return err
 	}
@@ -156,8 +161,9 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) deliver
 }
 
 // startTrigger opens the queue called name and starts its dispatcher on a goroutine of
-// b.runs. Its context is the server's life, not ctx (a reload's): it runs until stopped.
-func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option) (*trigger, error) {
+// b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
+// ctx (a reload's): it runs until stopped.
+func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool) (*trigger, error) {
 	cons, err := b.ch.Consume(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
@@ -179,6 +185,9 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		opts = append(opts, delivery.WithOwnIngress(b.srv.opts.ownOrigin, authz))
 	}
 	d := delivery.NewDispatcher(cons, target, opts...)
+	if paused {
+		d.Pause()
+	}
 	rctx, cancel := context.WithCancel(b.srv.life)
 	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	b.runs.Go(func() {

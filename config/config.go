@@ -158,6 +158,10 @@ type Broker struct {
 	// MaxRate is the ingress rate in events a second beyond which the broker answers
 	// 429 (the sluice.dev/max-rate annotation); 0 means no limit.
 	MaxRate float64
+	// DedupWindow is how long an event's (source, id) is remembered once accepted: a
+	// second event with the same pair within it is answered 202 and not stored again
+	// (the sluice.dev/dedup-window annotation); 0 means off.
+	DedupWindow time.Duration
 }
 
 // Key returns "namespace/name", which is also the ingress path without its leading
@@ -197,6 +201,9 @@ type Trigger struct {
 	// (sluice.dev/delivery-batch-wait, an ISO-8601 duration; 0: the default, 5 ms).
 	Batch     int
 	BatchWait time.Duration
+	// Paused stops the trigger's deliveries while its events keep being stored (the
+	// sluice.dev/paused annotation: "true").
+	Paused bool
 	// Source is the file the object was read from.
 	Source string
 }
@@ -211,7 +218,7 @@ func (t Trigger) Equal(u Trigger) bool {
 	return t.Namespace == u.Namespace && t.Name == u.Name && t.Kind == u.Kind &&
 		t.Subscriber == u.Subscriber && t.Reply == u.Reply && t.Delivery == u.Delivery &&
 		t.SubscriberCACerts == u.SubscriberCACerts && t.SubscriberAudience == u.SubscriberAudience &&
-		t.Ordered == u.Ordered && t.Batch == u.Batch && t.BatchWait == u.BatchWait &&
+		t.Ordered == u.Ordered && t.Batch == u.Batch && t.BatchWait == u.BatchWait && t.Paused == u.Paused &&
 		equalMaps(t.Attributes, u.Attributes) && reflect.DeepEqual(normSpecs(t.Filters), normSpecs(u.Filters))
 }
 

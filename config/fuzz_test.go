@@ -37,6 +37,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: &m {name: b}\nspec: {delivery: &d {retry: 2}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {<<: *m, name: c}\nspec: {delivery: *d}\n"))
+	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n, annotations: {sluice.dev/dedup-window: PT5M}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: n, annotations: {sluice.dev/paused: \"true\"}}\nspec: {broker: b, subscriber: {uri: http://x/}}\n"))
+	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {sluice.dev/dedup-window: 1h30m5.5s}}\n"))
 	f.Add([]byte(""))
 	f.Add([]byte(" \n\t\n"))
 	st, err := newSettings(nil)

@@ -45,6 +45,8 @@ const (
 	annotationStream         = "sluice.dev/kinesis-stream"
 	annotationHeaderEncoding = "sluice.dev/header-encoding"
 	annotationMaxRate        = "sluice.dev/max-rate"
+	annotationDedupWindow    = "sluice.dev/dedup-window"
+	annotationPaused         = "sluice.dev/paused"
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
 	annotationBatch          = "sluice.dev/delivery-batch"
 	annotationBatchWait      = "sluice.dev/delivery-batch-wait"

@@ -39,7 +39,9 @@ type parsed struct {
 	ping    *pingObj
 	policy  *policyObj
 	labels  map[string]string
-	maxRate float64 // sluice.dev/max-rate
+	maxRate float64       // sluice.dev/max-rate
+	dedup   time.Duration // sluice.dev/dedup-window
+	paused  bool          // sluice.dev/paused
 }
 
 // key is "Kind namespace/name".
@@ -323,6 +325,7 @@ func (p *parsed) spec(obj object, spec any) {
 			p.maxRate = r
 		}
 	}
+	p.dedupAndPause(ann)
 	if !addressable {
 		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
 			if ann[a] != "" {

@@ -92,6 +92,7 @@ func (l *loader) resolve(cfg *Config) {
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Partitions: bb.parts, ReplicationFactor: bb.rf, KafkaBootstrapServers: bb.servers, KafkaTopic: bb.topic,
 				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream, Labels: p.labels, MaxRate: p.maxRate,
+				DedupWindow: p.dedup,
 			}}
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
@@ -102,7 +103,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
 				Partitions: ch.parts, ReplicationFactor: ch.rf, HeaderEncoding: ch.headerEnc, KinesisStream: ch.stream,
-				Labels: p.labels, MaxRate: p.maxRate,
+				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup,
 			}}
 			if p.status.Kind == kindChannel {
 				t := ch.template
@@ -258,7 +259,7 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
-				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Source: p.status.File}
+				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Paused: p.paused, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, t.subscriber)
 			if t.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = t.subscriber.caCerts, t.subscriber.audience
@@ -290,7 +291,7 @@ func (l *loader) resolve(cfg *Config) {
 			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):
 				p.fail("spec.channel: %s/%s is a %s, not a %s", ns, s.channel.Name, n.Kind, s.channel.Kind)
 			}
-			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Source: p.status.File}
+			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Paused: p.paused, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, s.subscriber)
 			if s.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = s.subscriber.caCerts, s.subscriber.audience

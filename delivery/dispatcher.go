@@ -73,6 +73,7 @@ type Dispatcher struct {
 
 	mu         sync.Mutex
 	waiting    map[*job]struct{} // jobs waiting on a retry timer
+	pause      pauseState        // Pause and Resume (pause.go)
 	running    bool              // Run was called
 	stopping   bool              // hard stop or end of Run: no more workers
 	nWorkers   int               // workers running
@@ -249,22 +250,41 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // receive is the loop that takes messages, one held slot each, until ctx ends or the
-// consumer closes.
+// consumer closes. It receives with a child of ctx that Pause ends (pause.go); while
+// paused it waits for Resume.
 func (d *Dispatcher) receive(ctx context.Context) {
+	defer d.leaveReceive()
+	var rctx context.Context // nil or ended: ask receiveContext for one
 	for {
-		if err := d.held.acquire(ctx); err != nil {
-			return
+		if rctx == nil || rctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var resumed <-chan struct{}
+			if rctx, resumed = d.receiveContext(ctx); rctx == nil {
+				select { // paused: leave the messages stored
+				case <-resumed:
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
 		}
-		msg, err := d.c.Receive(ctx)
+		if err := d.held.acquire(rctx); err != nil {
+			continue // ended or paused: the top of the loop tells which
+		}
+		msg, err := d.c.Receive(rctx)
 		if err != nil {
 			d.held.release()
 			if errors.Is(err, channel.ErrClosed) || ctx.Err() != nil {
 				return
 			}
+			if rctx.Err() != nil {
+				continue // paused
+			}
 			d.log.Warn("receiving from the channel failed; retrying", "err", err)
 			select {
-			case <-ctx.Done():
-				return
+			case <-rctx.Done():
 			case <-time.After(100 * time.Millisecond):
 			}
 			continue
@@ -297,7 +317,9 @@ func (d *Dispatcher) worker() {
 			if !ok { // Run closed it: no job is left
 				return
 			}
-			d.process(j)
+			if !d.park(j) {
+				d.process(j)
+			}
 		case <-idle.C:
 			// Leave, unless work arrived meanwhile or this is the last worker. Under d.mu,
 			// so that pushLocked either sees this worker no longer idle (and starts
@@ -343,6 +365,7 @@ func (d *Dispatcher) stopAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.stopping = true
+	d.unparkLocked()
 	for j := range d.waiting {
 		if j.timer.Stop() {
 			delete(d.waiting, j)
@@ -360,6 +383,8 @@ const lagRecheck = 50 * time.Millisecond
 // and nothing is held, and waits for Run to return. If ctx ends first, attempts in
 // progress are cancelled and every message still held is released unsettled (a durable
 // channel redelivers it later; a memory channel loses it, which is counted and logged).
+// A paused dispatcher (Pause) delivers nothing more: Drain stops it at once, as if ctx
+// had ended.
 // It returns how many messages were left undelivered. If Run has not started yet, Drain
 // returns 0 at once when the consumer is empty, and otherwise waits for Run to start
 // (until ctx ends, returning the consumer's length).
@@ -377,6 +402,10 @@ func (d *Dispatcher) Drain(ctx context.Context) (left int) {
 		case <-ctx.Done():
 			return d.c.Len() // never ran: everything is still in the channel
 		}
+	}
+	if d.Paused() {
+		d.hardStop()
+		return d.wait(ctx)
 	}
 	for {
 		// Woken when the jobs held reach zero; then drained if the consumer is empty too.

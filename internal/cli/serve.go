@@ -42,6 +42,7 @@ type serveFlags struct {
 	fixedInFlight   bool
 	maxBacklog      int
 	maxStoring      int
+	dedupEntries    int
 	rejectHold      time.Duration
 	admitWait       time.Duration
 	reloadInterval  time.Duration
@@ -92,6 +93,7 @@ and reloaded without dropping events.`,
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
 	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
 	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "events one trigger may have stored and unsettled before ingress answers 429 (any channel; 0: no bound; see docs/overload.md)")
+	fl.IntVar(&f.dedupEntries, "dedup-max-entries", broker.DefaultDedupEntries, "(source, id) pairs the dedup window of one broker (sluice.dev/dedup-window) remembers; past it the oldest are forgotten early (docs/operations.md)")
 	fl.IntVar(&f.maxStoring, "max-storing", 0, "requests one broker stores at once (let in, not yet acknowledged by its channel); more wait for room like a full broker's (0: no bound; under overload an embedded JetStream: 128, Kafka: 1024; see docs/overload.md)")
 	fl.DurationVar(&f.admitWait, "admit-wait", broker.DefaultAdmitWait, "when the broker is full, how long a request waits for room (before its body is read) before it is answered 429 (0: refuse at once; see docs/overload.md)")
 	fl.DurationVar(&f.rejectHold, "reject-hold", broker.DefaultRejectHold, "after a 429, how long ingress waits before reading that connection's next request (0: off; see docs/overload.md)")
@@ -206,7 +208,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithTracer(obs.tracer),
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
 		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
-		broker.WithMaxStoring(f.maxStoring),
+		broker.WithMaxStoring(f.maxStoring), broker.WithDedupEntries(f.dedupEntries),
 		broker.WithDenyEgress(f.denyEgress),
 	)...)
 	if err != nil {

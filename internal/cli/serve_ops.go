@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/internal/ratelog"
 	"github.com/sluice-broker/sluice/ui"
 )
@@ -35,10 +36,12 @@ func readOpsToken(file string) (string, error) {
 }
 
 // isOpsPath reports whether path is an operator endpoint, which --ops-token-file
-// guards: /metrics, /status, the dashboard and the profiler. The probes /healthz and
+// guards: /metrics, /status, the dashboard, the profiler and the pause and resume of
+// triggers (broker.TriggersPath). The probes /healthz and
 // /readyz are not.
 func isOpsPath(path string) bool {
-	return path == "/metrics" || path == "/status" || ui.Handles(path) || strings.HasPrefix(path, "/debug/pprof/")
+	return path == "/metrics" || path == "/status" || ui.Handles(path) || strings.HasPrefix(path, "/debug/pprof/") ||
+		broker.IsTriggerPath(path)
 }
 
 // opsGuard answers 401 to a request for an operator endpoint (isOpsPath) that does not

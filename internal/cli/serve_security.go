@@ -51,7 +51,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxConns, "max-conns", httpserver.DefaultMaxConns, "connections served at once; more wait to be accepted")
 	fl.BoolVar(&f.leanHTTP1, "lean-http1", true, "serve plain HTTP/1.1 POSTs on the lean path (docs/overload.md); false: net/http serves every request")
 	fl.Float64Var(&f.nsMemoryShare, "namespace-memory-share", 1, "fraction of --memory-limit the memory channels of one namespace may hold together (1: no per-namespace bound)")
-	fl.StringVar(&f.opsTokenFile, "ops-token-file", "", "require the token in this file (Authorization: Bearer, or a Basic password) on /metrics, /status, /ui and /debug/pprof/; /healthz and /readyz stay open")
+	fl.StringVar(&f.opsTokenFile, "ops-token-file", "", "require the token in this file (Authorization: Bearer, or a Basic password) on /metrics, /status, /ui, /debug/pprof/ and /triggers/ (pause, resume); /healthz and /readyz stay open")
 	f.auth.register(fl)
 }
 

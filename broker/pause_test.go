@@ -1,0 +1,179 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+)
+
+// pausedTriggerDoc is triggerDoc with sluice.dev/paused: "true".
+func pausedTriggerDoc(name, url string) string {
+	return strings.Replace(triggerDoc(name, "t", url), "namespace: ns}", `namespace: ns, annotations: {sluice.dev/paused: "true"}}`, 1)
+}
+
+// TestPauseAnnotationAndAPI: a trigger annotated sluice.dev/paused: "true" delivers
+// nothing while its events are stored; the operator API resumes it; a reload that does
+// not change the annotation leaves the API's state alone, one that changes it applies it.
+func TestPauseAnnotationAndAPI(t *testing.T) {
+	sub, n := countingSubscriber(t)
+	s := newTestServer(t, nil)
+	h := s.Handler()
+	apply := func(yaml string) {
+		t.Helper()
+		if err := s.Apply(context.Background(), loadConfig(t, yaml)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	depth := func() int { return s.findTrigger("ns/all").consumer.Len() }
+	send := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if rec := post(h, "POST", "/ns/b", binary(id), "{}"); rec.Code != http.StatusAccepted {
+				t.Fatalf("event %s: %d %s", id, rec.Code, rec.Body)
+			}
+		}
+	}
+	state := func(method, path string, want int) TriggerState {
+		t.Helper()
+		rec := post(h, method, path, nil, "")
+		if rec.Code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, want)
+		}
+		var st TriggerState
+		if want == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+
+	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
+	send("1", "2", "3")
+	if depth() != 3 || n.Load() != 0 {
+		t.Fatalf("paused by the annotation: %d queued, %d delivered; want 3 and 0", depth(), n.Load())
+	}
+	if st := state("GET", "/triggers/ns/all", 200); !st.Paused || st.Trigger != "ns/all" {
+		t.Fatalf("GET: %+v", st)
+	}
+	if st := state("POST", "/triggers/ns/all/resume", 200); st.Paused {
+		t.Fatalf("resume: %+v", st)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "3 delivered", func() bool { return n.Load() == 3 })
+
+	// The same configuration again: the annotation did not change, the API's resume stays.
+	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
+	if st := state("GET", "/triggers/ns/all", 200); st.Paused {
+		t.Fatal("a reload that did not change the annotation paused the trigger again")
+	}
+	if st := state("POST", "/triggers/ns/all/pause", 200); !st.Paused {
+		t.Fatalf("pause: %+v", st)
+	}
+	send("4")
+	if depth() != 1 || n.Load() != 3 {
+		t.Fatalf("paused by the API: %d queued, %d delivered; want 1 and 3", depth(), n.Load())
+	}
+	// The annotation removed: a change, so it applies.
+	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
+	sluicetest.Eventually(t, 30*time.Second, "4 delivered", func() bool { return n.Load() == 4 })
+
+	if err := s.SetPaused("ns/nope", true); !errors.Is(err, ErrNoTrigger) {
+		t.Errorf("SetPaused of an unknown trigger: %v", err)
+	}
+	state("POST", "/triggers/ns/nope/pause", 404)
+	state("GET", "/triggers/ns/all/pause", 405)
+	state("POST", "/triggers/ns/all", 405)
+	state("POST", "/triggers/ns/all/stop", 404)
+	// A broker in namespace "triggers" is still reached at /triggers/<name>.
+	if got := post(h, "POST", "/triggers/x/", binary("t"), "{}").Code; got != 404 || !IsTriggerPath("/triggers/ns/all") || IsTriggerPath("/triggers/x/") {
+		t.Errorf("POST /triggers/x/: %d, want the ingress's 404 for an unknown broker", got)
+	}
+}
+
+// FuzzTriggerPath sends arbitrary paths and methods to the handler with one trigger
+// running: nothing panics, the pause endpoints answer only 200, 404 or 405, and never
+// 200 for a trigger other than ns/all.
+func FuzzTriggerPath(f *testing.F) {
+	for _, p := range []string{"/triggers/ns/all", "/triggers/ns/all/pause", "/triggers/ns/all/resume", "/triggers/x/",
+		"/triggers//all/pause", "/triggers/ns/all/pause/", "/triggers/ns/all/pause/x", "/triggers/", "/triggers/ns//pause"} {
+		f.Add("POST", p)
+		f.Add("GET", p)
+	}
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	s := newTestServer(f, nil)
+	if err := s.Apply(context.Background(), loadConfig(f, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	f.Fuzz(func(t *testing.T, method, path string) {
+		u, err := url.Parse(path)
+		if err != nil || !strings.HasPrefix(u.Path, "/") || (method != "GET" && method != "POST") {
+			return
+		}
+		req := httptest.NewRequest(method, "/", nil)
+		req.URL = u
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !IsTriggerPath(u.Path) {
+			return // the ingress's and the probes' (their own tests)
+		}
+		switch rec.Code {
+		case 200, 404, 405:
+		default:
+			t.Fatalf("%s %q: %d %s", method, path, rec.Code, rec.Body)
+		}
+		if rec.Code == 200 && !strings.HasPrefix(u.Path, "/triggers/ns/all") {
+			t.Fatalf("%s %q: 200 for another trigger", method, path)
+		}
+		s.SetPaused("ns/all", false)
+	})
+}
+
+// TestPausedMemoryBudget: a paused trigger's events fill its memory channel's budget,
+// then ingress answers 429 as for any full channel; on resume every event answered 202
+// is delivered, once.
+func TestPausedMemoryBudget(t *testing.T) {
+	sub, n := countingSubscriber(t)
+	s := newTestServer(t, memory.NewBudget(64<<10), WithAdmitWait(0), WithRejectHold(0))
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+pausedTriggerDoc("all", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	body := `"` + strings.Repeat("x", 4<<10) + `"`
+	accepted := 0
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("no 429 after 1000 events of 4 KiB on a 64 KiB budget")
+		}
+		rec := post(h, "POST", "/ns/b", binary(strconv.Itoa(i)), body)
+		if rec.Code == http.StatusTooManyRequests {
+			break
+		}
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+		accepted++
+	}
+	if accepted == 0 || n.Load() != 0 {
+		t.Fatalf("%d accepted, %d delivered while paused; want some and none", accepted, n.Load())
+	}
+	if err := s.SetPaused("ns/all", false); err != nil {
+		t.Fatal(err)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "all delivered", func() bool { return n.Load() == int64(accepted) })
+	shutdown(t, s)
+	if got := n.Load(); got != int64(accepted) {
+		t.Errorf("delivered %d, want the %d accepted", got, accepted)
+	}
+}
