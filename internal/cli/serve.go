@@ -158,19 +158,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 	// Let the GC work harder before the heap outgrows what the queues may hold, unless
 	// the user set GOMEMLIMIT: the queued bytes, half as much again for their garbage,
-	// and 64 MiB for the rest. Measured under 2× overload with the default 64 MiB queue:
-	// a 192 MiB limit peaked at 191 MiB RSS, 128 MiB at 139 MiB but cost a fifth of the
-	// delivery rate to GC; this one keeps RSS near 165 MiB.
+	// and 64 MiB for the rest (docs/decisions/0009-gogc-and-memory-limit.md).
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(f.memoryLimit)*3/2 + 64<<20)
-	}
-	// With that limit as the backstop, collect less often than Go's default: the live
-	// heap is small next to the garbage of tens of thousands of requests a second, and
-	// each cycle costs latency. Measured with make bench's memory scenario (one run
-	// each): GOGC=400 sustained 25.6k ev/s with e2e p99 3.7 ms at half that rate, the
-	// default 100 sustained 20.7k with 5.0 ms. GOGC in the environment still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
 	}
 
 	reg := prometheus.NewRegistry() // what /metrics serves, gathered in sequence (gathered)
