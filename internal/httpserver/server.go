@@ -349,6 +349,29 @@ func (s *Server) initLean(ln net.Listener) {
 
 // serveLean accepts connections for the lean path; net/http serves those handed off.
 func (s *Server) serveLean() error {
+	return s.serveConns(s.acceptor.accept, func(nc net.Conn) { // accept waits for a free slot too (limitListener)
+		c, err := s.newLeanConn(nc)
+		if err != nil {
+			s.logf("http: %v", err)
+			_ = nc.Close()
+			return
+		}
+		if !s.track(c) {
+			_ = nc.Close()
+			return
+		}
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	})
+}
+
+// serveConns runs net/http on the handoff listener and gives each connection accept
+// returns to start, until Shutdown or Close: it returns http.ErrServerClosed then, or
+// the listener's error. Timeouts and running out of file descriptors are retried after
+// a backoff, as net/http retries them.
+func (s *Server) serveConns(accept func() (net.Conn, error), start func(net.Conn)) error {
 	s.mu.Lock() // as in track: no Add once Shutdown may be waiting
 	if s.shutting.Load() {
 		s.mu.Unlock()
@@ -362,7 +385,7 @@ func (s *Server) serveLean() error {
 	}()
 	var backoff time.Duration
 	for {
-		nc, err := s.acceptor.accept() // waits for a free slot too (limitListener)
+		nc, err := accept()
 		if err != nil {
 			if s.shutting.Load() {
 				return http.ErrServerClosed
@@ -378,20 +401,7 @@ func (s *Server) serveLean() error {
 			return err
 		}
 		backoff = 0
-		c, err := s.newLeanConn(nc)
-		if err != nil {
-			s.logf("http: %v", err)
-			_ = nc.Close()
-			continue
-		}
-		if !s.track(c) {
-			_ = nc.Close()
-			continue
-		}
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
+		start(nc)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
-	"syscall"
 	"time"
 )
 
@@ -21,41 +19,13 @@ import (
 // serveTLS accepts connections, shakes hands on each in a goroutine of its own, and
 // hands them to net/http, until Shutdown or Close.
 func (s *Server) serveTLS() error {
-	s.mu.Lock() // as in track: no Add once Shutdown may be waiting
-	if s.shutting.Load() {
-		s.mu.Unlock()
-		return http.ErrServerClosed
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		_ = s.hs.Serve(s.handoff) // ends with Shutdown or Close
-	}()
-	var backoff time.Duration
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			if s.shutting.Load() {
-				return http.ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.logf("http: Accept error: %v; retrying in %v", err, backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			_ = s.Close()
-			return err
-		}
-		backoff = 0
+	return s.serveConns(s.ln.Accept, func(nc net.Conn) {
 		if !s.trackHandshake(nc) {
 			_ = nc.Close()
-			continue
+			return
 		}
 		go s.handshake(nc)
-	}
+	})
 }
 
 // handshake does nc's TLS handshake, bounded as net/http bounds it (the least of the
