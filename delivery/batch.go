@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // Batched delivery (Target.Batch > 1, docs/delivery.md): events due for their first
@@ -95,7 +94,7 @@ func (d *Dispatcher) takeBatchLocked() []*job {
 // always gets the batch format.
 func (d *Dispatcher) pushBatch(jobs []*job) {
 	c := jobPool.Get().(*job)
-	c.phase, c.batch, c.received = phaseDeliver, jobs, monotime.Now()
+	c.phase, c.batch, c.received = phaseDeliver, jobs, time.Now()
 	d.pushDirect(c)
 }
 
@@ -119,7 +118,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 		d.releaseBatch(c)
 		return
 	}
-	now := monotime.Now() // one clock read for the limiter and every job's latency
+	now := time.Now() // one clock read for the limiter and every job's latency
 	d.lim.observe(o.latency, o.status, o.timedOut, now)
 	tm.attempts[destSubscriber][resultOf(o.status, o.timedOut)].Inc()
 	c.attempt++

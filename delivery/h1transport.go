@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/httpascii"
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // h1Transport is the http.RoundTripper deliveries use for http:// subscribers: a
@@ -275,7 +274,7 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 			h = &h1Host{free: make(chan struct{}, 1)}
 			t.hosts[host] = h
 		}
-		now := monotime.Now()
+		now := time.Now()
 		for n := len(h.idle); n > 0; n = len(h.idle) {
 			pc = h.idle[n-1]
 			h.idle[n-1] = nil
@@ -362,7 +361,7 @@ func (t *h1Transport) forgetIfEmpty(host string, h *h1Host) {
 
 // put returns pc to the idle pool, or closes it when the pool is full.
 func (t *h1Transport) put(pc *h1Conn) {
-	pc.lastUsed = monotime.Now()
+	pc.lastUsed = time.Now()
 	t.mu.Lock()
 	h := t.hosts[pc.host]
 	if h != nil && len(h.idle) < t.maxIdle {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
-	"github.com/sluice-broker/sluice/internal/monotime"
 	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
@@ -47,7 +46,7 @@ var jobPool = sync.Pool{New: func() any { return new(job) }}
 
 func newJob(m channel.Message) *job {
 	j := jobPool.Get().(*job)
-	j.msg, j.ev, j.received = m, m.Event(), monotime.Now()
+	j.msg, j.ev, j.received = m, m.Event(), time.Now()
 	return j
 }
 
@@ -103,7 +102,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 	}
 	now := o.end      // one clock read per attempt serves the limiter and the latency
 	if now.IsZero() { // no attempt was made: the bearer token could not be had
-		now = monotime.Now()
+		now = time.Now()
 	}
 	d.lim.observe(o.latency, o.status, o.timedOut, now)
 	traceOutcome(j, &o)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/event"
-	"github.com/sluice-broker/sluice/internal/monotime"
 	"github.com/sluice-broker/sluice/internal/tracing"
 )
 
@@ -35,7 +34,7 @@ type outcome struct {
 	replyErr   error         // a 2xx carried an invalid event
 	notEvent   bool          // a 2xx carried a body that is not an event
 	latency    time.Duration
-	end        time.Time // when the attempt ended (a monotime reading); zero: none was made
+	end        time.Time // when the attempt ended; zero: none was made
 }
 
 func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
@@ -121,11 +120,11 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		r.tmpl.Body = http.NoBody
 		r.tmpl.ContentLength = 0
 	}
-	start := monotime.Now()
+	start := time.Now()
 	resp, err := roundTrip(ctx, c, &r.tmpl, &head, start.Add(timeout))
 	if err != nil {
 		// The transport may still close the body in another goroutine: do not reuse r.
-		o.end = monotime.Now()
+		o.end = time.Now()
 		o.latency = o.end.Sub(start)
 		o.err = err
 		o.timedOut = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
@@ -137,7 +136,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		// net/http's transport (https) bounds the head's bytes only; Sluice's own counts
 		// its fields as it reads them.
 		resp.Body.Close()
-		o.end = monotime.Now()
+		o.end = time.Now()
 		o.latency = o.end.Sub(start)
 		o.err = fmt.Errorf("%w: %d header fields, more than %d (MaxResponseHeaderFields)", ErrResponseHeadTooLarge, n, MaxResponseHeaderFields)
 		o.errData = []byte("dispatch error: " + o.err.Error())
@@ -165,7 +164,7 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		}
 	}
 	resp.Body.Close()
-	o.end = monotime.Now()
+	o.end = time.Now()
 	o.latency = o.end.Sub(start)
 	clear(r.h) // pooled empty; clearing an empty map costs nothing
 	r.tmpl.Body = nil
