@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // The lean HTTP/1.1 path (docs/overload.md, "The lean ingress path"). On a plain
@@ -309,7 +307,7 @@ func (c *leanConn) readRaw(fd uintptr) bool {
 // requests (moved only when less than 7/8 of it is left, not at every request), the
 // header or read timeout from the start of a request.
 func (c *leanConn) setReadDeadline() {
-	now := monotime.Now()
+	now := time.Now()
 	o := &c.srv.opts
 	if c.n == 0 {
 		if c.rdlIdle && c.rdl.Sub(now) > o.idleTimeout*7/8 {

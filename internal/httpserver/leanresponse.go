@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/httpascii"
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // leanResponse is the http.ResponseWriter of the lean path. It writes what net/http's
@@ -198,8 +197,8 @@ func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
-// dateCache formats the Date header once a second. A response reads the monotonic
-// clock only (monotime); the wall clock is read once a second, to format the next value.
+// dateCache formats the Date header once a second: a response compares the time with
+// the end of the cached value's second, and formats the next value once it has passed.
 type dateCache struct {
 	v atomic.Pointer[cachedDate]
 }
@@ -210,7 +209,7 @@ type cachedDate struct {
 }
 
 func (d *dateCache) get() []byte {
-	if c := d.v.Load(); c != nil && monotime.Now().Before(c.until) {
+	if c := d.v.Load(); c != nil && time.Now().Before(c.until) {
 		return c.s
 	}
 	now := time.Now()

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // reclaimEvery is how often a connection waiting for a slot looks again for an idle
@@ -114,7 +112,7 @@ type slotConn struct {
 	net.Conn
 	l         *limitListener
 	once      sync.Once
-	idleSince atomic.Int64 // when it began to wait for its next request (monotime, ns); 0: not idle
+	idleSince atomic.Int64 // when it began to wait for its next request (Unix ns); 0: not idle
 }
 
 // Read reads the socket; a connection net/http serves is busy from the first byte of
@@ -145,7 +143,7 @@ func (c *slotConn) idle(on bool) {
 		c.idleSince.Store(0)
 		return
 	}
-	c.idleSince.Store(max(monotime.Now().UnixNano(), 1))
+	c.idleSince.Store(max(time.Now().UnixNano(), 1))
 }
 
 // CloseWrite half-closes the socket when it can.
