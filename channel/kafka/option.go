@@ -37,18 +37,16 @@ const (
 	// linger is how long the producer waits for more records before it sends a batch:
 	// none. Every Publish waits for acks=all while an HTTP request waits on it, and
 	// concurrent requests batch by themselves while a produce request is in flight;
-	// franz-go's default (10 ms) would add 10 ms to each request and, measured with
-	// go test -bench Publish ./channel/kafka/ (32 concurrent publishers, local broker),
-	// cut them from 50,000-60,000 events/s once warm to about 5,600.
+	// franz-go's default (10 ms) would add 10 ms to each request and cut the rate of
+	// concurrent publishers (go test -bench Publish ./channel/kafka/ shows it).
 	linger = 0
 	// fetchMaxBytes and fetchMaxPartitionBytes bound what one fetch of a consumer may
 	// return, compressed. A fetch is decompressed whole and held until polled, and
-	// batches compress well (the bench's 2 KiB events about 20×): with 16 MiB and
-	// franz-go's 1 MiB per partition, 8 partitions held 25-50 MB of decompressed batches
-	// in a consumer at 2,048 connections of overload, the heap sat at its limit and GC
-	// took 18% of the broker's CPU (10,000 ev/s delivered); at 64 KiB per partition it
-	// held 7 MB, GC 7%, 14,100 ev/s (docs/decisions/0015-kafka-fetch-bounds.md). 64 KiB is still dozens of
-	// records per partition per fetch, each fetch one round trip.
+	// batches compress well: with 16 MiB and franz-go's 1 MiB per partition, a consumer
+	// under overload held so many decompressed batches that the heap sat at its limit and
+	// GC took CPU from delivery; 64 KiB per partition held far less and delivered more
+	// (docs/decisions/0015-kafka-fetch-bounds.md). 64 KiB is still dozens of records per
+	// partition per fetch, each fetch one round trip.
 	fetchMaxBytes          = 4 << 20
 	fetchMaxPartitionBytes = 64 << 10
 )
