@@ -24,10 +24,9 @@
 // match instead, and give for free: exact lag per subscription (the consumer's pending
 // counts), work-queue retention (a message is deleted once its one subscription acks
 // it, so MaxBytes counts only unsettled events), and Remove by purging one subject.
-// Measured with BenchmarkPublish (2 KiB events, 2 shared cores, embedded server, file
-// store): routing each event to 1 subscription stores ~60,000 events/s from concurrent
-// Publish calls; to 3 subscriptions ~19,000 events/s (57,000 messages/s). Fan-out to
-// many matching triggers is the price; a broker's events rarely match more than a few.
+// An event routed to n subscriptions is stored as n messages (BenchmarkPublish shows
+// the cost): fan-out to many matching triggers is the price; a broker's events rarely
+// match more than a few.
 //
 // # Delivery and retries
 //
