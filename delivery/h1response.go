@@ -10,7 +10,8 @@ import (
 
 // The answer most deliveries get is the plainest there is: "HTTP/1.1 202 Accepted", a
 // Date, "Content-Length: 0". Reading it with net/http's parser (textproto, a header map,
-// a string per line) cost 4.4% of the broker's CPU under overload; leanResponse reads
+// a string per line) took a share of the broker's CPU under overload
+// (docs/decisions/0003-delivery-http1-transport.md); leanResponse reads
 // that shape itself and leaves any other response, byte for byte, to net/http
 // (readFinalResponse), so that every status, header and body a subscriber may send is
 // read as net/http reads it.
