@@ -282,8 +282,9 @@ func isJSONContentType(ct string) bool {
 // AppendJSON appends e in the JSON event format to dst. JSON data (by datacontenttype)
 // that is valid JSON is embedded as "data"; other data goes in "data_base64".
 //
-// Validity is checked with fastjson rather than encoding/json: about 1 µs against 5 µs
-// for the 2 KiB sample, once per event of every batched delivery (BenchmarkAppendJSON).
+// Validity is checked with fastjson rather than encoding/json, which is several times
+// slower, once per event of every batched delivery (BenchmarkAppendJSON;
+// docs/benchmarks/hot-path.md, "Encoding a batched delivery").
 // Whatever fastjson accepts encoding/json accepts too (FuzzValidJSON); what it refuses
 // and encoding/json would accept (nesting deeper than fastjson's limit) goes as
 // data_base64, which is correct for any data.
