@@ -19,8 +19,7 @@ import (
 // goroutine from that queue every 61 schedules while its own queue has work, and under
 // overload goroutines that wake each other (handlers and a channel's publisher, through
 // mutexes and channels) keep its own queue from running dry. At the start of a
-// JetStream overload a health probe's new connection waited 8–57 ms for the accept loop
-// at 2×, and the slowest up to 486 ms at 4×
+// JetStream overload a health probe's new connection waited long for the accept loop
 // (docs/decisions/0011-accept-loop-polls-while-saturated.md). A goroutine a timer wakes
 // runs next instead.
 //
@@ -35,8 +34,8 @@ import (
 // of one: a client's pool opens, then sends) is noticed within about that; acceptIdleLook
 // while none is, where there is nothing to saturate the CPU with and each look wakes an
 // idle process for nothing. It also looks after each connection it accepts. Polling at
-// a low rate or idle would cost more than it could save: every 5 ms cost an idle broker
-// with one open connection about 1% of a core.
+// a low rate or idle would cost more than it could save: it would wake an idle broker
+// every acceptPoll for nothing.
 const (
 	acceptPoll      = 5 * time.Millisecond
 	acceptWindow    = 100 * time.Millisecond

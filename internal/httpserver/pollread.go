@@ -11,8 +11,9 @@ import (
 // /metrics, the dashboard, chunked or Expect requests) and waits for a keep-alive
 // connection's next request on the network poller. On a saturated single-P scheduler
 // the poller's wake-up waits in the global run queue, as the accept loop's did
-// (accept.go): a health probe's second request on its connection took 165–520 ms at the
-// start of a JetStream overload while its first, on a new connection, took 5. So while
+// (accept.go): a health probe's second request on its connection took far longer at the
+// start of a JetStream overload than its first, on a new connection
+// (docs/decisions/0012-timer-polled-reads.md). So while
 // the acceptor polls (the process's CPU is saturated), a handed-off connection's read
 // first waits on a timer: it asks the kernel whether bytes are there (poll(2), zero
 // timeout) and sleeps acceptPoll if not, then reads. A goroutine a timer wakes runs
@@ -21,8 +22,8 @@ import (
 // polls per acceptPoll. The read deadline net/http sets is kept: the wait ends when it
 // passes and the read returns net/http's timeout, as it would have.
 //
-// A read that began before the saturation would stay on the poller through it (a probe's
-// keep-alive connection, read at the start of an overload, waited 730 ms), so while the
+// A read that began before the saturation would stay on the poller through it (as a
+// probe's keep-alive connection, read at the start of an overload, did), so while the
 // CPU is not saturated but other connections are open, a read waits on the poller for
 // acceptBusyLook at a time and then looks again; with no other connection open (an idle
 // broker and its scraper) it waits on the poller for as long as it takes. At most
