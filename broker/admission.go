@@ -39,8 +39,7 @@ const holdScale = 512
 // a durable backend asks its server at most every 100 ms and moves the answer by what
 // this process stored and settled in between), and the verdict must follow the backlog
 // closely: with 20 ms, under overload it opened for 20 ms (every waiting request let in
-// at once, up to 2,048 connections' worth) and shut for the next, and the bursts cost
-// about 8% of the delivery rate at 4× over 2,048 connections
+// at once) and shut for the next, and the bursts cost delivery rate
 // (docs/decisions/0007-backlog-bound.md).
 const backlogEvery = time.Millisecond
 

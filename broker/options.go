@@ -107,10 +107,9 @@ func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWa
 // the last place, so the bound can be passed by a few. Over 2,048 connections an
 // embedded JetStream's ingress otherwise has about as many publishes awaiting
 // acknowledgement, whose goroutines, heap and wake-ups take CPU that delivery needs:
-// with 128 it delivered 15% more at 4× its sustained rate
-// (docs/decisions/0008-max-storing.md). A channel
-// whose acknowledgements take milliseconds (Kafka) needs hundreds in flight to keep up:
-// 64 capped its ingress, 1,024 delivered about a tenth more than no bound. Default 0:
+// bounded, it delivered more under overload (docs/decisions/0008-max-storing.md). A
+// channel whose acknowledgements take milliseconds (Kafka) needs hundreds in flight to
+// keep up: too low a bound caps its ingress. Default 0:
 // no bound. The gauge sluice_ingress_storing_requests shows the count per broker.
 func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n } }
 
