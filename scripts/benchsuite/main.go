@@ -326,10 +326,10 @@ const overloadBacklog = 5000
 
 // overloadMaxStoring is the --max-storing of a channel's overload brokers (0: not set).
 // With 2,048 connections a durable channel otherwise has about as many publishes
-// awaiting acknowledgement at once: in A/B runs the embedded JetStream then delivered
-// about 13% less at 4×, Kafka about 10% less (not yet seen in make bench). Kafka's
-// acknowledgements take milliseconds, so it needs hundreds in flight (64 capped its
-// ingress by a quarter or more). docs/decisions/0008-max-storing.md has the measurements.
+// awaiting acknowledgement at once, and in A/B runs both delivered less under overload
+// than with a bound (not yet seen in make bench). Kafka's acknowledgements take
+// milliseconds, so it needs hundreds in flight (a low bound capped its ingress).
+// docs/decisions/0008-max-storing.md has the measurements.
 func overloadMaxStoring(channel string) int {
 	switch channel {
 	case scJetStream:
