@@ -378,8 +378,8 @@ func Listen(addr string) (net.Listener, error) {
 const maxAnswerTime = 10 * time.Minute
 
 // NewServer returns a server of r on ln: Sluice's own (internal/httpserver), whose lean
-// HTTP/1.1 path serves the plain POSTs deliveries are (docs/decisions/0002-lean-http1-ingress.md: 11.5–12.3
-// against net/http's 14.0–16.1 µs of CPU per delivery). On a machine where the receiver
+// HTTP/1.1 path serves the plain POSTs deliveries are, for less CPU per delivery than
+// net/http (docs/decisions/0002-lean-http1-ingress.md). On a machine where the receiver
 // shares a core with the generator, what the receiver costs is taken from what the load
 // kit can offer and count. Serve it with Serve; stop it with Shutdown. The server owns
 // ln: it is closed on error too.
