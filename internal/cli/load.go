@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"context"
 	"errors"
 	"fmt"
 	"net"
