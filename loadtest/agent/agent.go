@@ -70,8 +70,13 @@ const (
 	StateFailed  = "failed"
 )
 
-// MaxSpecBytes bounds the body of POST /run (the event data travels in it).
-const MaxSpecBytes = 8 << 20
+// Bounds of POST /run.
+const (
+	// MaxSpecBytes bounds the body (the event data travels in it).
+	MaxSpecBytes = 8 << 20
+	// MaxStartAhead bounds how far in the future a run may be told to start.
+	MaxStartAhead = time.Minute
+)
 
 // Agent is the HTTP handler of `sluice load --agent`. It runs one schedule at a time:
 // POST /run while a run is in progress answers 409. GET /time answers the agent's
@@ -122,6 +127,14 @@ func (a *Agent) start(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxSpecBytes))
 	if err := dec.Decode(&spec); err != nil {
 		writeJSON(w, http.StatusBadRequest, Status{Error: fmt.Sprintf("run spec (at most %d bytes): %v", MaxSpecBytes, err)})
+		return
+	}
+	if time.Until(spec.StartAt) > MaxStartAhead {
+		writeJSON(w, http.StatusBadRequest, Status{Error: fmt.Sprintf("start_at %s: more than %v ahead", spec.StartAt.Format(time.RFC3339), MaxStartAhead)})
+		return
+	}
+	if spec.ShareOf < 1 || spec.ShareIndex < 0 || spec.ShareIndex >= spec.ShareOf {
+		writeJSON(w, http.StatusBadRequest, Status{Error: fmt.Sprintf("share_index %d / share_of %d: want 0 ≤ index < of", spec.ShareIndex, spec.ShareOf)})
 		return
 	}
 	o, err := a.build(spec)

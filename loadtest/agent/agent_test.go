@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -122,5 +123,29 @@ func TestMergeEqualsUnion(t *testing.T) {
 	}
 	if len(m.Seconds) != 1 || m.Seconds[0].Intended != 300 || m.Seconds[0].OK != 297 {
 		t.Errorf("seconds %+v", m.Seconds)
+	}
+}
+
+func TestAgentRefusesBadRuns(t *testing.T) {
+	a := httptest.NewServer(New(context.Background(), build))
+	defer a.Close()
+	addr := strings.TrimPrefix(a.URL, "http://")
+	c := &Controller{Client: &http.Client{Timeout: 10 * time.Second}}
+	tests := []struct {
+		name string
+		body any
+		want string
+	}{
+		{"start too far ahead", Spec{Target: "http://127.0.0.1:1/", Rate: 1, Duration: time.Second, Run: "x", StartAt: time.Now().Add(time.Hour)}, "start_at"},
+		{"not JSON", "[", "run spec"},
+		{"bad share", Spec{Target: "http://127.0.0.1:1/", Rate: 1, Duration: time.Second, Run: "x", ShareIndex: 3, ShareOf: 2}, "share"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.call(context.Background(), http.MethodPost, addr, "/run", tt.body, http.StatusAccepted, nil)
+			if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("POST /run: %v, want 400 naming %q", err, tt.want)
+			}
+		})
 	}
 }
