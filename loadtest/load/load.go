@@ -52,8 +52,10 @@ type Options struct {
 	// stay unique across them. ShareOf 0 or 1 sends every hit.
 	ShareIndex, ShareOf int
 
-	// StartAt, if set and in the future, is the run's time origin: connections are
-	// opened first, then the run waits for it (agents of a distributed run start together).
+	// StartAt, if set, is the run's time origin: connections are opened first, then the
+	// run waits for it (agents of a distributed run start together). Reached less than
+	// MaxLateStart late, it stays the origin and the hits already due go out late (and
+	// show as dispatch lag); later than that, the run starts from now.
 	StartAt time.Time
 
 	// OnStart, if set, is called with the run's time origin (hit n is due at
@@ -75,6 +77,9 @@ const (
 	// they fall due (taken up more than LateAfter late) before the generator counts as
 	// saturated.
 	MaxBusy = 0.01
+	// MaxLateStart is how late after Options.StartAt a run may begin and keep it as
+	// its time origin.
+	MaxLateStart = time.Second
 )
 
 // Run executes the schedule against the target and returns the results. It stops
@@ -122,7 +127,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	if !o.StartAt.IsZero() && start.Sub(o.StartAt) < LateAfter {
+	if !o.StartAt.IsZero() && start.Sub(o.StartAt) < MaxLateStart {
 		start = o.StartAt
 	}
 	if o.OnStart != nil {
