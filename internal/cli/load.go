@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-broker/sluice/loadtest/agent"
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 	"github.com/sluice-broker/sluice/loadtest/load"
 	"github.com/sluice-broker/sluice/loadtest/pacer"
@@ -175,6 +180,7 @@ func writeJSON(name string, v any) error {
 // newLoadCmd is `sluice load`: the open-model load generator.
 func newLoadCmd() *cobra.Command {
 	var lf loadFlags
+	var af agentFlags
 	var output string
 	var quiet bool
 	cmd := &cobra.Command{
@@ -201,7 +207,18 @@ In batch mode each request carries --batch-size events and --rate counts request
 
 A progress line is printed to stderr every second (--quiet turns it off). --output
 saves the results as JSON: totals and per-second aggregates, not per-request records,
-so memory and file size stay bounded however long the run.`,
+so memory and file size stay bounded however long the run.
+
+Distributed runs: 'sluice load --agent --listen ADDR' serves an agent (run it on each
+load machine); 'sluice load --agents ADDR1,ADDR2,…' with the usual flags is the
+controller. Agent i of n sends hits i, i+n, … of the schedule (rate R/n each), all
+from a common start time corrected for each agent's clock skew (estimated from
+round trips, like NTP, and printed). The controller merges the agents' HDR
+histograms and per-second series into one report of the same format, plus an agents
+table; an agent that fails, or whose achieved rate falls more than
+--agent-tolerance below its share, is named and makes the command exit non-zero.
+An agent runs whatever schedule it is sent to whatever target: listen on a private
+address only.`,
 		Example: `  # 1,000 events/s for 30 s of the 2 KiB sample payload
   sluice load --target http://127.0.0.1:8080/demo/default --rate 1000 --duration 30s \
     --data @sample-ce-data.json
@@ -211,9 +228,23 @@ so memory and file size stay bounded however long the run.`,
     --warmup 10s --output results.json
 
   # find where a receiver breaks: 1k→20k events/s in 5 s steps
-  sluice load --target http://127.0.0.1:9000/ --ramp 1000:20000:5`,
+  sluice load --target http://127.0.0.1:9000/ --ramp 1000:20000:5
+
+  # distributed: an agent on each of three machines, then the controller
+  sluice load --agent --listen 10.0.0.11:7070      # on each agent machine
+  sluice load --agents 10.0.0.11:7070,10.0.0.12:7070,10.0.0.13:7070 \
+    --target http://10.0.0.10:8080/demo/default --rate 30000 --duration 60s -o run.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if af.agent {
+				return runAgent(cmd, af.listen)
+			}
+			if af.agents != "" {
+				return runController(cmd, lf, af, output)
+			}
+			if lf.target == "" {
+				return errors.New(`required flag "target" not set`)
+			}
 			o, err := lf.options()
 			if err != nil {
 				return err
@@ -238,7 +269,7 @@ so memory and file size stay bounded however long the run.`,
 	lf.register(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "", "save the results (totals, steps, per-second series) as JSON to this file")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress line on stderr")
-	_ = cmd.MarkFlagRequired("target")
+	af.register(cmd.Flags())
 	return cmd
 }
 
@@ -247,4 +278,145 @@ func describe(o load.Options) string {
 		return s.String()
 	}
 	return "schedule"
+}
+
+// agentFlags are the flags of distributed `sluice load`.
+type agentFlags struct {
+	agent     bool
+	listen    string
+	agents    string
+	tolerance float64
+}
+
+func (a *agentFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&a.agent, "agent", false, "run as a load agent: serve the agent API on --listen and run the schedules a controller sends")
+	f.StringVar(&a.listen, "listen", "127.0.0.1:7070", "agent API address (with --agent)")
+	f.StringVar(&a.agents, "agents", "", "run as controller: split the schedule across these agents, ADDR1,ADDR2,…")
+	f.Float64Var(&a.tolerance, "agent-tolerance", agent.DefaultTolerance, "fail an agent whose achieved rate falls more than this fraction below its share")
+}
+
+// spec turns the flags into an agent run spec.
+func (l *loadFlags) spec() (agent.Spec, error) {
+	s := agent.Spec{Target: l.target, Rate: l.rate, Duration: l.duration, Pace: l.pace, Ramp: l.ramp,
+		Warmup: l.warmup, Mode: l.mode, BatchSize: l.batchSize, Connections: l.connections, Timeout: l.timeout,
+		Type: l.typ, Source: l.source, Run: l.run, Insecure: l.insecure, StdClient: l.stdClient, Headers: l.headers}
+	if l.data != "" {
+		d, err := readData(l.data)
+		if err != nil {
+			return s, err
+		}
+		s.Data = d
+	}
+	if s.Run == "" {
+		s.Run = newRunID()
+	}
+	return s, nil
+}
+
+// optionsFromSpec builds load options from an agent run spec with the flag parser.
+func optionsFromSpec(s agent.Spec) (load.Options, error) {
+	l := loadFlags{target: s.Target, rate: s.Rate, duration: s.Duration, pace: s.Pace, ramp: s.Ramp,
+		warmup: s.Warmup, mode: s.Mode, batchSize: s.BatchSize, connections: s.Connections, timeout: s.Timeout,
+		typ: s.Type, source: s.Source, run: s.Run, insecure: s.Insecure, stdClient: s.StdClient, headers: s.Headers}
+	if len(s.Data) > 0 {
+		l.data = string(s.Data)
+		if strings.HasPrefix(l.data, "@") {
+			return load.Options{}, errors.New("data: an agent does not read files; the controller sends the bytes")
+		}
+	}
+	if s.Run == "" {
+		return load.Options{}, errors.New("run_id: required")
+	}
+	o, err := l.options()
+	if err != nil {
+		return o, err
+	}
+	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return o, fmt.Errorf("target %q: want an http:// or https:// URL", o.Target)
+	}
+	o.ShareIndex, o.ShareOf, o.StartAt = s.ShareIndex, s.ShareOf, s.StartAt
+	return o, nil
+}
+
+// runAgent serves the agent API until the command's context ends.
+func runAgent(cmd *cobra.Command, listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	a := agent.New(cmd.Context(), optionsFromSpec)
+	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: time.Minute}
+	fmt.Fprintf(cmd.ErrOrStderr(), "load agent: listening on %s\n", ln.Addr())
+	go func() {
+		<-cmd.Context().Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+// runController splits the schedule across the agents and prints the merged report.
+func runController(cmd *cobra.Command, lf loadFlags, af agentFlags, output string) error {
+	if lf.target == "" {
+		return errors.New(`required flag "target" not set`)
+	}
+	o, err := lf.options() // validate here, before any agent is asked
+	if err != nil {
+		return err
+	}
+	spec, err := lf.spec()
+	if err != nil {
+		return err
+	}
+	spec.Run = o.Template.Run
+	var addrs []string
+	for _, a := range strings.Split(af.agents, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if af.tolerance < 0 || af.tolerance >= 1 {
+		return errors.New("--agent-tolerance must be in [0, 1)")
+	}
+	c := &agent.Controller{Agents: addrs, Tolerance: af.tolerance, Progress: cmd.ErrOrStderr()}
+	total := o.Warmup
+	p := o.Pacer
+	if w, ok := p.(pacer.Warmup); ok {
+		p = w.Next
+	}
+	if st, ok := p.(pacer.Stepper); ok {
+		for _, x := range st.Steps() {
+			total += x.Duration
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "load: %s → %s, run %s, %d agents\n", describe(o), o.Target, spec.Run, len(addrs))
+	m, err := c.Run(cmd.Context(), spec, total+lf.timeout+time.Minute)
+	if err != nil {
+		return err
+	}
+	if m.Result != nil {
+		if err := report.WriteLoad(cmd.OutOrStdout(), m.Result); err != nil {
+			return err
+		}
+	}
+	if err := agent.WriteAgents(cmd.OutOrStdout(), m.Agents); err != nil {
+		return err
+	}
+	if output != "" && m.Result != nil {
+		if err := writeJSON(output, m); err != nil {
+			return err
+		}
+	}
+	if bad := m.Failed(); len(bad) > 0 {
+		names := make([]string, len(bad))
+		for i, a := range bad {
+			names[i] = a.Addr
+		}
+		return fmt.Errorf("%d of %d agents failed or fell behind: %s", len(bad), len(addrs), strings.Join(names, ", "))
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 func newReceiveCmd() *cobra.Command {
 	var (
 		addr, delay, output string
+		merge               string
 		o                   receive.Options
 		quietPeriods        int
 		period              time.Duration
@@ -37,14 +40,24 @@ GET /metrics serves Prometheus metrics.
 
 Fault injection for testing brokers: --fail-ratio answers that share of requests
 with --fail-status (the events are not counted: a broker should retry them), and
---delay waits before answering, a fixed time (5ms) or a uniform range (1ms-20ms).`,
+--delay waits before answering, a fixed time (5ms) or a uniform range (1ms-20ms).
+
+Several receivers: save each one's report with -o, then 'sluice receive --merge
+r1.json,r2.json' combines them by run id: an event seen by any receiver is not
+lost, one seen by two is a duplicate.`,
 		Example: `  # count until 3 quiet periods of 5 s after the traffic stops
   sluice receive --addr :9000 --quiet-periods 3 --period 5s
 
   # a flaky, slow subscriber: 30% 503s and 5-50 ms answers
-  sluice receive --addr 127.0.0.1:9000 --fail-ratio 0.3 --fail-status 503 --delay 5ms-50ms`,
+  sluice receive --addr 127.0.0.1:9000 --fail-ratio 0.3 --fail-status 503 --delay 5ms-50ms
+
+  # combine two receivers' reports
+  sluice receive --merge r1.json,r2.json -o merged.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if merge != "" {
+				return mergeReceive(cmd, merge, output)
+			}
 			var err error
 			if o.DelayMin, o.DelayMax, err = parseDelay(delay); err != nil {
 				return err
@@ -87,6 +100,11 @@ with --fail-status (the events are not counted: a broker should retry them), and
 			cancel()
 			<-seriesDone
 			rep := r.Report()
+			if output != "" {
+				if rep, err = r.ReportForMerge(); err != nil {
+					return err
+				}
+			}
 			if err := report.WriteReceive(cmd.OutOrStdout(), rep); err != nil {
 				return err
 			}
@@ -104,7 +122,8 @@ with --fail-status (the events are not counted: a broker should retry them), and
 	f.StringVar(&delay, "delay", "", "wait before answering: a duration (5ms) or a range (1ms-20ms)")
 	f.IntVar(&quietPeriods, "quiet-periods", 0, "stop after this many periods without events (0 = never)")
 	f.DurationVar(&period, "period", 5*time.Second, "length of a quiet period")
-	f.StringVarP(&output, "output", "o", "", "save the report (with the per-second series) as JSON")
+	f.StringVarP(&output, "output", "o", "", "save the report (with the per-second series, the sequence sets and the latency histogram) as JSON")
+	f.StringVar(&merge, "merge", "", "merge the -o reports FILE1,FILE2,… of receivers that shared a run, print the combined report and exit")
 	return cmd
 }
 
@@ -126,4 +145,35 @@ func parseDelay(s string) (time.Duration, time.Duration, error) {
 		return 0, 0, fmt.Errorf("--delay %q: want MIN-MAX with MIN ≤ MAX", s)
 	}
 	return a, b, nil
+}
+
+// mergeReceive reads receiver reports, merges them and prints the result.
+func mergeReceive(cmd *cobra.Command, files, output string) error {
+	var reps []*receive.Report
+	for _, name := range strings.Split(files, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("--merge: %w", err)
+		}
+		var r receive.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("--merge %s: %w", name, err)
+		}
+		reps = append(reps, &r)
+	}
+	m, err := receive.Merge(reps)
+	if err != nil {
+		return fmt.Errorf("--merge: %w", err)
+	}
+	if err := report.WriteReceive(cmd.OutOrStdout(), m); err != nil {
+		return err
+	}
+	if output != "" {
+		return writeJSON(output, m)
+	}
+	return nil
 }

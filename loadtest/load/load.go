@@ -46,6 +46,18 @@ type Options struct {
 	// which bench compares with what its receiver got.
 	TrackAccepted bool
 
+	// ShareIndex and ShareOf split the schedule between ShareOf generators (agents of a
+	// distributed run): this one sends only hits n with n mod ShareOf = ShareIndex, so
+	// every generator keeps the schedule's timing and the sequence numbers of the run
+	// stay unique across them. ShareOf 0 or 1 sends every hit.
+	ShareIndex, ShareOf int
+
+	// StartAt, if set, is the run's time origin: connections are opened first, then the
+	// run waits for it (agents of a distributed run start together). Reached less than
+	// MaxLateStart late, it stays the origin and the hits already due go out late (and
+	// show as dispatch lag); later than that, the run starts from now.
+	StartAt time.Time
+
 	// OnStart, if set, is called with the run's time origin (hit n is due at
 	// start + due(n)) just before the first hit, after connections are opened.
 	OnStart func(start time.Time)
@@ -65,6 +77,9 @@ const (
 	// they fall due (taken up more than LateAfter late) before the generator counts as
 	// saturated.
 	MaxBusy = 0.01
+	// MaxLateStart is how late after Options.StartAt a run may begin and keep it as
+	// its time origin.
+	MaxLateStart = time.Second
 )
 
 // Run executes the schedule against the target and returns the results. It stops
@@ -83,6 +98,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
+	if o.ShareOf <= 1 {
+		o.ShareIndex, o.ShareOf = 0, 1
+	}
+	if o.ShareIndex < 0 || o.ShareIndex >= o.ShareOf {
+		return nil, fmt.Errorf("load: share index %d outside 0…%d", o.ShareIndex, o.ShareOf-1)
+	}
 	steps, stepEnd := scheduleSteps(o)
 	rec := newRecorder(stepEnd, o.Template.EventsPerRequest(), o.TrackAccepted)
 
@@ -99,7 +120,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		senders[i] = newSender(u, o.Template, o.Timeout, std, o.Header)
 	}
 	prewarm(ctx, senders)
+	if d := time.Until(o.StartAt); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	start := time.Now()
+	if !o.StartAt.IsZero() && start.Sub(o.StartAt) < MaxLateStart {
+		start = o.StartAt
+	}
 	if o.OnStart != nil {
 		o.OnStart(start)
 	}
@@ -120,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			timer.Stop()
 			var x result
 			for {
-				n := next.Add(1) - 1
+				n := (next.Add(1)-1)*uint64(o.ShareOf) + uint64(o.ShareIndex)
 				due, ok := pacer.Due(o.Pacer, n)
 				if !ok {
 					return
@@ -168,7 +198,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		sec := stats.LoadSecond{
 			T:        t,
 			Warmup:   time.Duration(t)*time.Second < o.Warmup,
-			Intended: pacer.HitsBefore(o.Pacer, time.Duration(t+1)*time.Second) - pacer.HitsBefore(o.Pacer, time.Duration(t)*time.Second),
+			Intended: o.hitsBefore(time.Duration(t+1)*time.Second) - o.hitsBefore(time.Duration(t)*time.Second),
 			Sent:     sent,
 			Done:     d, OK: okN, Failed: failed,
 			P50: ms(sum.P50), P90: ms(sum.P90), P99: ms(sum.P99), P999: ms(sum.P999), Max: ms(sum.Max),
@@ -194,6 +224,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return buildResult(o, u, start, rec, steps, seconds, busy.Load(), ctx.Err() != nil), nil
+}
+
+// hitsBefore counts this generator's share of the hits due before d.
+func (o *Options) hitsBefore(d time.Duration) uint64 {
+	return shareOf(pacer.HitsBefore(o.Pacer, d), o.ShareIndex, o.ShareOf)
+}
+
+// shareOf counts the hit numbers n < hits with n mod of = index.
+func shareOf(hits uint64, index, of int) uint64 {
+	if of <= 1 {
+		return hits
+	}
+	if hits <= uint64(index) {
+		return 0
+	}
+	return (hits-uint64(index)-1)/uint64(of) + 1
 }
 
 // newStdClientIf returns a net/http client for https targets (or when asked), nil when

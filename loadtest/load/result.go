@@ -60,6 +60,8 @@ type Result struct {
 	Accepted *stats.Bitset `json:"-"`
 	// Hist is the publish latency histogram (µs), for merging or re-reporting.
 	Hist *hdrhistogram.Histogram `json:"-"`
+	// LagHist is the dispatch lag histogram (µs), for merging.
+	LagHist *hdrhistogram.Histogram `json:"-"`
 }
 
 // StepResult is one row of the per-step table of a pace or ramp run.
@@ -83,7 +85,7 @@ func buildResult(o Options, u *url.URL, start time.Time, rec *recorder, steps []
 		BytesIn: rec.bytesIn, BytesOut: rec.bytesOut,
 		StatusCodes: map[string]uint64{}, Errors: rec.errs,
 		Latency: stats.Summarize(rec.total), Lag: stats.Summarize(rec.lag),
-		Seconds: seconds, Accepted: rec.accepted, Hist: rec.total,
+		Seconds: seconds, Accepted: rec.accepted, Hist: rec.total, LagHist: rec.lag,
 	}
 	if s, ok := o.Pacer.(interface{ String() string }); ok {
 		r.Schedule = s.String()
@@ -101,7 +103,7 @@ func buildResult(o Options, u *url.URL, start time.Time, rec *recorder, steps []
 		sched += s.Duration
 	}
 	if sched > 0 {
-		r.IntendedRate = float64(pacer.HitsBefore(o.Pacer, o.Warmup+sched)-o.WarmupHits) / sched.Seconds()
+		r.IntendedRate = float64(o.hitsBefore(o.Warmup+sched)-shareOf(o.WarmupHits, o.ShareIndex, o.ShareOf)) / sched.Seconds()
 	}
 	if r.Attack > 0 {
 		// n dispatches span n−1 intervals
@@ -119,7 +121,7 @@ func buildResult(o Options, u *url.URL, start time.Time, rec *recorder, steps []
 		((r.IntendedRate > 0 && r.Rate < KeptRate*r.IntendedRate) || float64(busy) > MaxBusy*float64(r.Requests))
 	if len(rec.steps) > 0 {
 		for i, s := range rec.steps {
-			sr := StepResult{Step: i + 1, IntendedRate: steps[i].Rate, Duration: steps[i].Duration,
+			sr := StepResult{Step: i + 1, IntendedRate: steps[i].Rate / float64(o.ShareOf), Duration: steps[i].Duration,
 				Requests: s.requests, Latency: stats.Summarize(s.hist)}
 			if s.requests > 0 {
 				sr.Success = float64(s.ok) / float64(s.requests)

@@ -1,6 +1,8 @@
 package receive
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -30,6 +32,9 @@ type Report struct {
 
 	// Hist is the end-to-end latency histogram (µs).
 	Hist *hdrhistogram.Histogram `json:"-"`
+	// HistEncoded is Hist in HdrHistogram's compressed V2 format (base64), set by
+	// ReportForMerge.
+	HistEncoded string `json:"e2e_hist,omitempty"`
 }
 
 // RunReport is one run id's accounting.
@@ -39,6 +44,8 @@ type RunReport struct {
 	HighestSeq uint64 `json:"highest_seq"`
 	Lost       uint64 `json:"lost"`
 	Duplicates uint64 `json:"duplicates"`
+	// Seen is the set of sequence numbers received, set by ReportForMerge.
+	Seen *stats.Bitset `json:"seen,omitempty"`
 }
 
 // Report returns a consistent snapshot.
@@ -64,4 +71,103 @@ func (r *Receiver) Report() *Report {
 	}
 	sort.Slice(rep.Runs, func(i, j int) bool { return rep.Runs[i].Run < rep.Runs[j].Run })
 	return rep
+}
+
+// ReportForMerge is Report with what Merge needs: each run's set of sequence numbers
+// and the encoded latency histogram. It copies the sets, so it costs one bit per
+// sequence number of every run.
+func (r *Receiver) ReportForMerge() (*Report, error) {
+	rep := r.Report()
+	enc, err := rep.Hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
+	}
+	rep.HistEncoded = string(enc)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range rep.Runs {
+		if rs := r.runs[rep.Runs[i].Run]; rs != nil {
+			rep.Runs[i].Seen = new(stats.Bitset)
+			rs.seen.CopyTo(rep.Runs[i].Seen)
+		}
+	}
+	return rep, nil
+}
+
+// Merge combines the reports of receivers that shared the deliveries of the same runs
+// (written by ReportForMerge). Per run, an event seen by any receiver is received and
+// not lost; one seen by two receivers is a duplicate, as is one seen twice by one.
+// Counts are summed, the latency histograms merged (every delivery counts, a duplicate
+// at another receiver included), and the per-second series put on the earliest
+// receiver's epoch and summed.
+func Merge(reps []*Report) (*Report, error) {
+	if len(reps) == 0 {
+		return nil, errors.New("merge: no report")
+	}
+	m := &Report{Hist: stats.NewHist()}
+	type acc struct {
+		seen stats.Bitset
+		dups uint64
+	}
+	runs := map[string]*acc{}
+	for i, r := range reps {
+		if i == 0 || r.Epoch.Before(m.Epoch) {
+			m.Epoch = r.Epoch
+		}
+		if !r.First.IsZero() && (m.First.IsZero() || r.First.Before(m.First)) {
+			m.First = r.First
+		}
+		if r.Last.After(m.Last) {
+			m.Last = r.Last
+		}
+		m.Events += r.Events
+		m.Warmup += r.Warmup
+		m.Duplicates += r.Duplicates
+		m.Invalid += r.Invalid
+		m.Rejected += r.Rejected
+		m.Refused += r.Refused
+		if r.HistEncoded == "" {
+			return nil, fmt.Errorf("merge: report %d has no e2e_hist (save it with sluice receive -o)", i+1)
+		}
+		h, err := hdrhistogram.Decode([]byte(r.HistEncoded))
+		if err != nil {
+			return nil, fmt.Errorf("merge: report %d: e2e_hist: %w", i+1, err)
+		}
+		m.Hist.Merge(h)
+		for _, rr := range r.Runs {
+			if rr.Seen == nil {
+				return nil, fmt.Errorf("merge: report %d: run %s has no seen set (save it with sluice receive -o)", i+1, rr.Run)
+			}
+			a := runs[rr.Run]
+			if a == nil {
+				a = &acc{}
+				runs[rr.Run] = a
+			}
+			cross := a.seen.Union(rr.Seen)
+			a.dups += rr.Duplicates + cross
+			m.Events -= cross
+			m.Duplicates += cross
+		}
+	}
+	shift := make([]int, len(reps))
+	series := make([][]stats.RecvSecond, len(reps))
+	for i, r := range reps {
+		shift[i] = int(r.Epoch.Sub(m.Epoch).Round(time.Second) / time.Second)
+		series[i] = r.Seconds
+	}
+	m.Seconds = stats.MergeRecvSeconds(shift, series...)
+	m.Latency = stats.Summarize(m.Hist)
+	if d := m.Last.Sub(m.First); d > 0 && m.Events > 0 {
+		m.Rate = float64(m.Events-1) / d.Seconds()
+	}
+	for id, a := range runs {
+		rr := RunReport{Run: id, Received: a.seen.Len(), Lost: a.seen.Gaps(), Duplicates: a.dups}
+		if mx := a.seen.Max(); mx > 0 {
+			rr.HighestSeq = mx - 1
+		}
+		m.Lost += rr.Lost
+		m.Runs = append(m.Runs, rr)
+	}
+	sort.Slice(m.Runs, func(i, j int) bool { return m.Runs[i].Run < m.Runs[j].Run })
+	return m, nil
 }
