@@ -151,6 +151,12 @@ func (d *Dispatcher) Update(t Target) {
 	d.setRate(t.MaxDeliveryRate)
 	if d.running && !d.stopping {
 		d.growWorkersLocked(mif)
+		// Jobs already due were pushed under the old bound: start the workers the new one
+		// allows for them now, not when a busy worker comes back.
+		for n := len(d.ready); n > 0 && d.nWorkers < d.maxWorkers; n-- {
+			d.nWorkers++
+			d.workers.Go(d.worker)
+		}
 	}
 	d.bad = nil
 	d.mu.Unlock()
