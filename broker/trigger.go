@@ -64,7 +64,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if b.durableDeadLetter(tc) {
 			// Its queue first: the trigger's dispatcher may store into it at once.
 			dn := deadLetterName(name)
-			if err := b.ensure(ctx, dn, tc, deadLetterTarget(dn, tc, target), nil); err != nil {
+			if err := b.ensure(ctx, dn, tc, deadLetterTarget(dn, tc, target, b.srv.opts.maxInFlight), nil); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -142,18 +142,29 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 			Retry: d.Retry, Delay: d.BackoffDelay, Backoff: backoff, Timeout: d.Timeout,
 			RetryAfterMax: d.RetryAfterMax, DeadLetterSink: d.DeadLetterSink,
 		},
-		Ordered: tc.Ordered, MaxInFlight: b.srv.opts.maxInFlight, HeaderEncoding: headerEncoding(b.cfg),
+		Ordered: tc.Ordered, MaxInFlight: b.maxInFlight(tc), MaxDeliveryRate: tc.Caps.Rate, HeaderEncoding: headerEncoding(b.cfg),
 		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
 		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
 		Batch: tc.Batch, BatchWait: tc.BatchWait,
 	}, nil
 }
 
+// maxInFlight is the ceiling of tc's in-flight limit: its sluice.dev/max-in-flight, never
+// above the server's --max-in-flight.
+func (b *Broker) maxInFlight(tc config.Trigger) int {
+	if n := tc.Caps.InFlight; n > 0 {
+		return min(n, b.srv.opts.maxInFlight)
+	}
+	return b.srv.opts.maxInFlight
+}
+
 // deadLetterTarget delivers a trigger's stored dead-letter events to its sink, with the
 // trigger's retry policy and no sink of its own: what the sink refuses is undeliverable
-// (logged and counted).
-func deadLetterTarget(name string, tc config.Trigger, t delivery.Target) delivery.Target {
+// (logged and counted). The trigger's caps (sluice.dev/max-in-flight and
+// max-delivery-rate) are its subscriber's: the sink gets the server's in-flight limit.
+func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFlight int) delivery.Target {
 	t.Name, t.URL, t.ReplyURL, t.Ordered = name, tc.Delivery.DeadLetterSink, "", false
+	t.MaxInFlight, t.MaxDeliveryRate = maxInFlight, 0
 	t.CACerts, t.Audience = tc.Delivery.DeadLetterSinkCACerts, tc.Delivery.DeadLetterSinkAudience
 	t.Batch, t.BatchWait = 0, 0 // dead letters go one by one
 	t.Policy.DeadLetterSink, t.DeadLetterCACerts, t.DeadLetterAudience = "", "", ""

@@ -201,6 +201,9 @@ type Trigger struct {
 	// (sluice.dev/delivery-batch-wait, an ISO-8601 duration; 0: the default, 5 ms).
 	Batch     int
 	BatchWait time.Duration
+	// Caps are the trigger's own delivery caps (sluice.dev/max-delivery-rate and
+	// sluice.dev/max-in-flight); the zero value: none.
+	Caps Caps
 	// Paused stops the trigger's deliveries while its events keep being stored (the
 	// sluice.dev/paused annotation: "true").
 	Paused bool
@@ -218,7 +221,7 @@ func (t Trigger) Equal(u Trigger) bool {
 	return t.Namespace == u.Namespace && t.Name == u.Name && t.Kind == u.Kind &&
 		t.Subscriber == u.Subscriber && t.Reply == u.Reply && t.Delivery == u.Delivery &&
 		t.SubscriberCACerts == u.SubscriberCACerts && t.SubscriberAudience == u.SubscriberAudience &&
-		t.Ordered == u.Ordered && t.Batch == u.Batch && t.BatchWait == u.BatchWait && t.Paused == u.Paused &&
+		t.Ordered == u.Ordered && t.Batch == u.Batch && t.BatchWait == u.BatchWait && t.Caps == u.Caps && t.Paused == u.Paused &&
 		equalMaps(t.Attributes, u.Attributes) && reflect.DeepEqual(normSpecs(t.Filters), normSpecs(u.Filters))
 }
 

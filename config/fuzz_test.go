@@ -39,6 +39,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: &m {name: b}\nspec: {delivery: &d {retry: 2}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {<<: *m, name: c}\nspec: {delivery: *d}\n"))
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n, annotations: {sluice.dev/dedup-window: PT5M}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: n, annotations: {sluice.dev/paused: \"true\"}}\nspec: {broker: b, subscriber: {uri: http://x/}}\n"))
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {sluice.dev/dedup-window: 1h30m5.5s}}\n"))
+	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: n, annotations: {sluice.dev/max-delivery-rate: \"2.5\", sluice.dev/max-in-flight: \"3\"}}\nspec: {broker: b, subscriber: {uri: http://x/}}\n"))
 	f.Add([]byte(""))
 	f.Add([]byte(" \n\t\n"))
 	st, err := newSettings(nil)

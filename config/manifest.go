@@ -50,6 +50,8 @@ const (
 	annotationOrdering       = "kafka.eventing.knative.dev/delivery.order"
 	annotationBatch          = "sluice.dev/delivery-batch"
 	annotationBatchWait      = "sluice.dev/delivery-batch-wait"
+	annotationMaxDelivery    = "sluice.dev/max-delivery-rate"
+	annotationMaxInFlight    = "sluice.dev/max-in-flight"
 	annotationClass          = "eventing.knative.dev/broker.class"
 	annotationExternalTopic  = "kafka.eventing.knative.dev/external.topic"
 )

@@ -102,6 +102,7 @@ type triggerObj struct {
 	ordered    bool
 	batch      int
 	batchWait  time.Duration
+	caps       Caps // sluice.dev/max-delivery-rate and sluice.dev/max-in-flight
 }
 
 type subObj struct {
@@ -326,6 +327,7 @@ func (p *parsed) spec(obj object, spec any) {
 		}
 	}
 	p.dedupAndPause(ann)
+	p.capAnnotations(ann)
 	if !addressable {
 		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
 			if ann[a] != "" {

@@ -259,7 +259,7 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
-				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Paused: p.paused, Source: p.status.File}
+				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Caps: t.caps, Paused: p.paused, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, t.subscriber)
 			if t.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = t.subscriber.caCerts, t.subscriber.audience

@@ -105,6 +105,11 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 		d.releaseBatch(c)
 		return
 	}
+	if err := d.paced(ctx, len(c.batch)); err != nil {
+		d.lim.release()
+		d.releaseBatch(c)
+		return
+	}
 	tm.inflight.Inc()
 	var o outcome
 	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {

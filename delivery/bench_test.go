@@ -23,6 +23,31 @@ func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
 // with opts (the adaptive limit off) to a local subscriber that accepts everything. ext,
 // when not nil, gives event i extensions beside its knativebrokerttl.
 func benchDispatch(b *testing.B, ext func(i int) []event.Extension, opts ...Option) {
+	benchDispatchTo(b, Target{Name: "ns/bench", MaxInFlight: 32}, ext, opts...)
+}
+
+// BenchmarkDispatchCaps is BenchmarkDispatch with a trigger's caps off and on: an
+// in-flight cap below the server's, and a delivery-rate cap high enough never to make an
+// attempt wait, so what it shows is the cost of taking a token.
+func BenchmarkDispatchCaps(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		t    Target
+	}{
+		{"off", Target{MaxInFlight: 32}},
+		{"in-flight=4", Target{MaxInFlight: 4}},
+		{"rate=1e6", Target{MaxInFlight: 32, MaxDeliveryRate: 1e6}},
+		{"both", Target{MaxInFlight: 4, MaxDeliveryRate: 1e6}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			bc.t.Name = "ns/bench"
+			benchDispatchTo(b, bc.t, nil)
+		})
+	}
+}
+
+// benchDispatchTo is benchDispatch to t (its URL set to the local subscriber).
+func benchDispatchTo(b *testing.B, t Target, ext func(i int) []event.Extension, opts ...Option) {
 	data, err := os.ReadFile("../testdata/sample-ce-data.json")
 	if err != nil {
 		b.Fatalf("sample payload: %v", err)
@@ -33,7 +58,8 @@ func benchDispatch(b *testing.B, ext func(i int) []event.Extension, opts ...Opti
 	}))
 	defer srv.Close()
 	q, pub := newQueue(b)
-	d := NewDispatcher(q, Target{Name: "ns/bench", URL: srv.URL, MaxInFlight: 32}, append([]Option{WithAdaptive(false)}, opts...)...)
+	t.URL = srv.URL
+	d := NewDispatcher(q, t, append([]Option{WithAdaptive(false)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()

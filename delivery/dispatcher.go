@@ -53,7 +53,8 @@ type Dispatcher struct {
 	tm     atomic.Pointer[triggerMetrics]
 	bad    error // an invalid initial target; Run returns it
 
-	lim *limiter
+	lim  *limiter
+	pace atomic.Pointer[pacer] // the delivery-rate cap; nil: none (pacer.go)
 
 	batcher batcher    // batches being gathered (Target.Batch > 1)
 	held    *semaphore // bounds messages held (in flight + pending)
@@ -118,14 +119,18 @@ func NewDispatcher(c channel.Consumer, t Target, opts ...Option) *Dispatcher {
 	d.held = newSemaphore(mif + d.maxPending)
 	d.ready = make(chan *job, mif+d.maxPending)
 	d.lim = newLimiter(mif, d.adaptive, tm.limit)
+	d.setRate(r.MaxDeliveryRate)
 	return d
 }
 
 // Limit returns the current in-flight limit toward the subscriber (adaptive or fixed).
 func (d *Dispatcher) Limit() int { return d.lim.current() }
 
-// Update applies a new configuration: URL, reply URL, policy, ordering and MaxInFlight
-// take effect from the next attempt; messages held are not lost. An invalid target is
+// Update applies a new configuration: URL, reply URL, policy, ordering, MaxInFlight and
+// MaxDeliveryRate take effect from the next attempt (attempts waiting for a rate token
+// wait again under the new rate); messages held are not lost. MaxInFlight above its
+// value at NewDispatcher is bounded by the messages held, MaxInFlight + MaxPending as
+// sized then. An invalid target is
 // logged and ignored (the old one stays). MaxPending cannot change.
 func (d *Dispatcher) Update(t Target) {
 	r, err := resolve(t, denyListOf(d.client))
@@ -143,8 +148,15 @@ func (d *Dispatcher) Update(t Target) {
 	mif := t.maxInFlight()
 	d.lim.setMax(mif)
 	d.mu.Lock()
+	d.setRate(t.MaxDeliveryRate)
 	if d.running && !d.stopping {
 		d.growWorkersLocked(mif)
+		// Jobs already due were pushed under the old bound: start the workers the new one
+		// allows for them now, not when a busy worker comes back.
+		for n := len(d.ready); n > 0 && d.nWorkers < d.maxWorkers; n-- {
+			d.nWorkers++
+			d.workers.Go(d.worker)
+		}
 	}
 	d.bad = nil
 	d.mu.Unlock()

@@ -51,6 +51,10 @@
 // messages are held (see WithMaxPending), after which the dispatcher stops receiving:
 // memory stays bounded.
 //
+// A Target's MaxDeliveryRate caps how often attempts to the subscriber start: a token
+// bucket (pacer.go) from which every attempt, retries included, takes one token per
+// event once it holds its in-flight slot.
+//
 // # Connections
 //
 // NewClient's transport keeps HTTP/1.1 keep-alive connections per http:// subscriber

@@ -83,6 +83,11 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		d.release(j)
 		return
 	}
+	if err := d.paced(ctx, 1); err != nil {
+		d.lim.release()
+		d.release(j)
+		return
+	}
 	var th *tracing.Headers
 	if d.tracer != nil {
 		ctx, th = d.startAttempt(ctx, t, j, j.ev, t.url)

@@ -46,6 +46,12 @@ type Target struct {
 	// means DefaultMaxInFlight. With adaptation on, the effective limit moves between 1
 	// and MaxInFlight.
 	MaxInFlight int
+	// MaxDeliveryRate, when above zero, caps how often attempts to the subscriber start:
+	// a token bucket of MaxDeliveryRate events a second that holds a tenth of a second of
+	// them (at least one). Every attempt takes one token per event it carries, retries
+	// included; an attempt waits for its tokens holding its in-flight slot (annotation
+	// sluice.dev/max-delivery-rate). Zero: no cap.
+	MaxDeliveryRate float64
 	// Batch, when above 1, delivers up to Batch events per POST as
 	// application/cloudevents-batch+json (annotation sluice.dev/delivery-batch); a 2xx
 	// settles them all, a failure retries the batch, and when retries are spent each
@@ -86,6 +92,9 @@ func resolve(t Target, deny DenyList) (*resolved, error) {
 	r := &resolved{Target: t}
 	if t.Batch < 0 || t.BatchWait < 0 {
 		return nil, fmt.Errorf("delivery: batch %d, wait %v: want 0 or more", t.Batch, t.BatchWait)
+	}
+	if err := validRate(t.MaxDeliveryRate); err != nil {
+		return nil, err
 	}
 	var err error
 	if r.url, err = parseURL("subscriber", t.URL); err != nil {

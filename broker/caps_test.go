@@ -1,0 +1,167 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+)
+
+// heldSubscriber is a subscriber whose requests wait until released, counting how many
+// are inside at once and the most ever inside together.
+type heldSubscriber struct {
+	url       string
+	inside    atomic.Int64
+	peak      atomic.Int64
+	delivered atomic.Int64
+	gate      chan struct{}
+}
+
+func newHeldSubscriber(t *testing.T) *heldSubscriber {
+	t.Helper()
+	h := &heldSubscriber{gate: make(chan struct{})}
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := h.inside.Add(1)
+		for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+		}
+		defer h.inside.Add(-1)
+		select {
+		case <-h.gate:
+			h.delivered.Add(1)
+			w.WriteHeader(http.StatusAccepted)
+		case <-r.Context().Done(): // the attempt timed out: it is retried
+		}
+	}))
+	h.url = sub.URL
+	t.Cleanup(sub.Close)
+	t.Cleanup(h.release) // runs first: a request waiting on the gate ends before Close
+	return h
+}
+
+func (h *heldSubscriber) release() {
+	select {
+	case <-h.gate:
+	default:
+		close(h.gate)
+	}
+}
+
+// cappedTriggerDoc is triggerDoc with the given annotations (YAML flow entries).
+func cappedTriggerDoc(name, url, ann string) string {
+	if ann == "" {
+		return triggerDoc(name, "t", url)
+	}
+	return strings.Replace(triggerDoc(name, "t", url), "namespace: ns}", "namespace: ns, annotations: {"+ann+"}}", 1)
+}
+
+// sendN posts n events of type t to broker ns/b, each answered 202.
+func sendN(t *testing.T, h http.Handler, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if rec := post(h, "POST", "/ns/b", binary(prefix+strconv.Itoa(i)), "{}"); rec.Code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestMaxInFlightAnnotation: with sluice.dev/max-in-flight: "2" and a subscriber that
+// holds every request, exactly 2 requests reach it at once (the adaptive limit starts at
+// its ceiling, the cap); released, every event is delivered. The cap never lifts a
+// trigger above the server's --max-in-flight.
+func TestMaxInFlightAnnotation(t *testing.T) {
+	const events = 10
+	sub := newHeldSubscriber(t)
+	s := newTestServer(t, nil)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, `sluice.dev/max-in-flight: "2"`))); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	sendN(t, h, "e", events)
+	sluicetest.Eventually(t, 30*time.Second, "2 requests at the subscriber", func() bool { return sub.inside.Load() == 2 })
+	// Room for a third, were the cap not there: the events are held by the dispatcher.
+	time.Sleep(200 * time.Millisecond)
+	if got, lim := sub.peak.Load(), s.findTrigger("ns/all").dispatcher.Limit(); got != 2 || lim != 2 {
+		t.Fatalf("%d requests at once, in-flight limit %d; want 2 and 2", got, lim)
+	}
+	sub.release()
+	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == events })
+	if got := sub.peak.Load(); got != 2 {
+		t.Fatalf("%d requests at once after the release, want at most 2", got)
+	}
+
+	// Above the server's ceiling: the server's.
+	s2 := newTestServer(t, nil, WithMaxInFlight(3))
+	if err := s2.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, `sluice.dev/max-in-flight: "50"`))); err != nil {
+		t.Fatal(err)
+	}
+	if lim := s2.findTrigger("ns/all").dispatcher.Limit(); lim != 3 {
+		t.Fatalf("max-in-flight 50 under --max-in-flight 3: limit %d, want 3", lim)
+	}
+}
+
+// TestCapsReload: changing the annotations of a running trigger changes its caps, and
+// every event is delivered: in flight 1, then 3 on a reload while events are held, then
+// the caps removed; a rate cap so low that events wait for tokens, then lifted.
+func TestCapsReload(t *testing.T) {
+	const events = 12
+	sub := newHeldSubscriber(t)
+	s := newTestServer(t, nil, WithFixedInFlight(true))
+	apply := func(ann string) {
+		t.Helper()
+		if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, ann))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := s.Handler()
+	apply(`sluice.dev/max-in-flight: "1"`)
+	sendN(t, h, "a", events)
+	sluicetest.Eventually(t, 30*time.Second, "1 request at the subscriber", func() bool { return sub.inside.Load() == 1 })
+	time.Sleep(200 * time.Millisecond) // room for a second, were the cap not there
+	if got := sub.peak.Load(); got != 1 {
+		t.Fatalf("%d requests at once under max-in-flight 1", got)
+	}
+	apply(`sluice.dev/max-in-flight: "3"`)
+	sluicetest.Eventually(t, 30*time.Second, "3 requests at the subscriber", func() bool { return sub.inside.Load() == 3 })
+	time.Sleep(200 * time.Millisecond)
+	if got := sub.peak.Load(); got != 3 {
+		t.Fatalf("%d requests at once under max-in-flight 3", got)
+	}
+	sub.release()
+	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == events })
+
+	// A rate of one token per 1000 s: one event goes (the burst), the rest wait; lifted,
+	// they all go.
+	apply(`sluice.dev/max-delivery-rate: "0.001"`)
+	sendN(t, h, "b", events)
+	sluicetest.Eventually(t, 30*time.Second, "the burst delivered", func() bool { return sub.delivered.Load() == events+1 })
+	time.Sleep(200 * time.Millisecond)
+	if got := sub.delivered.Load(); got != events+1 {
+		t.Fatalf("%d delivered under 0.001/s, want %d", got, events+1)
+	}
+	apply(`sluice.dev/max-delivery-rate: "500"`)
+	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == 2*events })
+	apply("")
+	sendN(t, h, "c", events)
+	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == 3*events })
+	shutdown(t, s)
+}
+
+// TestMaxDeliveryRateAnnotation: under sluice.dev/max-delivery-rate: "50", 20 events all
+// reach a real subscriber.
+func TestMaxDeliveryRateAnnotation(t *testing.T) {
+	const events = 20
+	sub, n := countingSubscriber(t)
+	s := newTestServer(t, nil)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.URL, `sluice.dev/max-delivery-rate: "50"`))); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, s.Handler(), "e", events)
+	sluicetest.Eventually(t, 60*time.Second, "every event delivered", func() bool { return n.Load() == events })
+	shutdown(t, s)
+}
