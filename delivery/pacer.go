@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/sluice-broker/sluice/internal/monotime"
 )
 
 // paceBurstShare is the burst of a delivery-rate cap, in seconds of its rate: the bucket
@@ -59,7 +57,7 @@ func (p *pacer) reserve(n int, now time.Time) (time.Duration, []*rate.Reservatio
 // errPaceChanged if a reload replaced the pacer first; either way it gives its tokens
 // back.
 func (p *pacer) take(ctx context.Context, n int) error {
-	now := monotime.Now()
+	now := time.Now()
 	if n <= p.lim.Burst() && p.lim.AllowN(now, n) { // the tokens are there: no reservation to keep
 		return nil
 	}
@@ -78,7 +76,7 @@ func (p *pacer) take(ctx context.Context, n int) error {
 	case <-p.changed:
 		err = errPaceChanged
 	}
-	giveBack(rs, monotime.Now())
+	giveBack(rs, time.Now())
 	return err
 }
 
