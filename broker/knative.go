@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -156,29 +157,25 @@ type StatusReport struct {
 }
 
 // keepChannelSettings keeps the settings a running broker's channel was opened with
-// (its Kafka cluster, topic, partitions and replication, its Kinesis stream) in bc, and
-// says which a reload tried to change: they take effect on a restart, like a change of
-// backend.
+// (config.Broker.Settings: its Kafka cluster, topic, partitions and replication, its
+// Kinesis stream...) in bc, and says which a reload tried to change, by the field they
+// were written in: they take effect on a restart, like a change of backend.
 func keepChannelSettings(bc *config.Broker, running config.Broker) error {
 	var changed []string
-	if !slices.Equal(bc.KafkaBootstrapServers, running.KafkaBootstrapServers) {
-		changed = append(changed, "bootstrap.servers")
-		bc.KafkaBootstrapServers = running.KafkaBootstrapServers
+	for _, k := range slices.Sorted(maps.Keys(bc.Settings)) {
+		if v, ok := running.Settings[k]; !ok || v != bc.Settings[k] {
+			changed = append(changed, k)
+		}
 	}
-	if bc.KafkaTopic != running.KafkaTopic {
-		changed = append(changed, "external.topic")
-		bc.KafkaTopic = running.KafkaTopic
-	}
-	if bc.Partitions != running.Partitions || bc.ReplicationFactor != running.ReplicationFactor {
-		changed = append(changed, "partitions/replication")
-		bc.Partitions, bc.ReplicationFactor = running.Partitions, running.ReplicationFactor
-	}
-	if bc.KinesisStream != running.KinesisStream {
-		changed = append(changed, "kinesis stream")
-		bc.KinesisStream = running.KinesisStream
+	for _, k := range slices.Sorted(maps.Keys(running.Settings)) {
+		if _, ok := bc.Settings[k]; !ok {
+			changed = append(changed, k)
+		}
 	}
 	if len(changed) == 0 {
 		return nil
 	}
+	slices.Sort(changed)
+	bc.Settings = running.Settings
 	return fmt.Errorf("changing the channel's %s needs a restart; keeping the running ones", strings.Join(changed, ", "))
 }

@@ -54,15 +54,17 @@ func TestStatus(t *testing.T) {
 }
 
 func TestKeepChannelSettings(t *testing.T) {
-	running := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"a:9092"}, KafkaTopic: "t", Partitions: 3}
+	running := config.Broker{Channel: "kafka", Settings: config.Settings{"data.bootstrap.servers": "a:9092",
+		"metadata.annotations.kafka.eventing.knative.dev/external.topic": "t", "data.default.topic.partitions": "3"}}
 	same := running
 	if err := keepChannelSettings(&same, running); err != nil {
 		t.Errorf("no change: %v", err)
 	}
-	next := config.Broker{Channel: "kafka", KafkaBootstrapServers: []string{"b:9092"}, KafkaTopic: "t", Partitions: 6}
+	next := config.Broker{Channel: "kafka", Settings: config.Settings{"data.bootstrap.servers": "b:9092",
+		"metadata.annotations.kafka.eventing.knative.dev/external.topic": "t", "spec.numPartitions": "6"}}
 	err := keepChannelSettings(&next, running)
-	if err == nil || !strings.Contains(err.Error(), "bootstrap.servers, partitions/replication") ||
-		next.KafkaBootstrapServers[0] != "a:9092" || next.Partitions != 3 {
+	if err == nil || !strings.Contains(err.Error(), "data.bootstrap.servers, data.default.topic.partitions, spec.numPartitions") ||
+		next.Settings["data.bootstrap.servers"] != "a:9092" || next.Settings["data.default.topic.partitions"] != "3" {
 		t.Errorf("err %v, kept %+v", err, next)
 	}
 }

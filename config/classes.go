@@ -126,9 +126,7 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 // brokerBackend is what a Broker runs on.
 type brokerBackend struct {
 	class, backend string
-	parts, rf      int
-	servers        []string
-	topic          string
+	settings       Settings
 }
 
 // broker resolves p's class and backend. Errors name the field or ConfigMap at fault.
@@ -226,26 +224,20 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		tp := scratch.template("spec.config: "+cmName+": data."+key, &t)
 		errs = append(errs, scratch.reasons...)
 		if tp != nil {
-			out.backend, out.parts, out.rf = tp.backend, tp.parts, tp.rf
+			out.backend, out.settings = tp.backend, tp.settings
 		}
 	case classKafka:
 		out.backend = ChannelKafka
 		for k, v := range data {
 			switch k {
 			case keyBootstrapServers:
-				for _, s := range strings.Split(v, ",") {
-					if s = strings.TrimSpace(s); s != "" {
-						out.servers = append(out.servers, s)
-					}
-				}
+				out.settings = out.settings.with("data."+k, v)
 			case keyTopicPartitions, keyTopicReplication:
 				n, err := strconv.Atoi(strings.TrimSpace(v))
 				if err != nil || n < 1 {
 					errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: %q is not a positive integer", cmName, k, v))
-				} else if k == keyTopicPartitions {
-					out.parts = n
 				} else {
-					out.rf = n
+					out.settings = out.settings.with("data."+k, v)
 				}
 			case keyKafkaAuthSecret:
 				errs = append(errs, fmt.Sprintf("spec.config: %s: data.%s: supported by Knative, not by Sluice: Sluice connects to Kafka without TLS or SASL", cmName, k))
@@ -254,7 +246,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 					cmName, k, keyBootstrapServers, keyTopicPartitions, keyTopicReplication))
 			}
 		}
-		out.topic = b.externalTopic
+		out.settings = out.settings.with(annotation(annotationExternalTopic), b.externalTopic)
 	}
 	if b.externalTopic != "" && class != classKafka {
 		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))
@@ -302,7 +294,7 @@ func (c *classes) channelDefault(ns string) (*tmpl, error) {
 				return nil, fmt.Errorf("%s: data.default-ch-config: spec: %v", where, err)
 			}
 		}
-		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, parts: ks.NumPartitions, rf: ks.ReplicationFactor}, nil
+		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}, nil
 	}
 	return nil, fmt.Errorf("%s: data.default-ch-config: kind %q is not supported; use %s or %s", where, cd.Kind, kindInMemory, kindKafkaChannel)
 }

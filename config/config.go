@@ -12,6 +12,15 @@
 // and every other Destination) resolve to the referenced object's Sluice address, an
 // entry of a refs file, or the in-cluster address Knative would use (see Option).
 //
+// This package knows no backend beyond its name (Broker.Channel, one of the Channel*
+// values): what a backend reads of an object — a Kafka broker's ConfigMap keys, a
+// KafkaChannel's numPartitions, the sluice.dev/kinesis-stream annotation — is collected
+// into Broker.Settings unparsed, keyed by the field it was written in, after the checks
+// Knative's schema of the object makes (a ConfigMap key Sluice does not know, a negative
+// numPartitions). The backend's entry in channel/registry parses and checks the
+// settings when it opens the broker's channel; its error, naming the key, makes the
+// broker not ready.
+//
 // The values returned are never modified by this package after they are returned and
 // may be shared between goroutines.
 package config
@@ -132,12 +141,9 @@ type Broker struct {
 	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker" or
 	// "Kafka"; empty for channels.
 	Class string
-	// KafkaTopic, on the kafka backend, is an existing topic used as it is (the
-	// kafka.eventing.knative.dev/external.topic annotation): never created or deleted.
-	KafkaTopic string
-	// KafkaBootstrapServers, on the kafka backend, are the seed brokers of the cluster the
-	// broker's ConfigMap names (bootstrap.servers); empty: the server's --kafka-brokers.
-	KafkaBootstrapServers []string
+	// Settings are what the backend reads of the object, as written (see Settings);
+	// nil when there is none.
+	Settings Settings
 	// HeaderEncoding is how ce- header values are encoded toward the broker's subscribers:
 	// HeaderEncodingMinimal (the default) or HeaderEncodingPercent (the
 	// sluice.dev/header-encoding annotation).
@@ -145,12 +151,6 @@ type Broker struct {
 	// Owner names the Sequence or Parallel a generated channel belongs to, "Kind ns/name";
 	// empty for objects of the configuration.
 	Owner string
-	// KinesisStream names an existing Kinesis stream the broker uses as it is (the
-	// sluice.dev/kinesis-stream annotation); empty: the stream Sluice names and creates.
-	KinesisStream string
-	// Partitions and ReplicationFactor are a KafkaChannel's topic settings; 0 means the
-	// backend's default.
-	Partitions, ReplicationFactor int
 	// Triggers fed from this broker, sorted by Key.
 	Triggers []Trigger
 	// Labels are the object's metadata.labels (EventPolicy selectors match them).
@@ -163,6 +163,26 @@ type Broker struct {
 	// (the sluice.dev/dedup-window annotation); 0 means off.
 	DedupWindow time.Duration
 }
+
+// Settings are a broker's or channel's backend settings, opaque to this package: it
+// collects them from where Knative puts them, checks them against the schema of the
+// object they are in (a ConfigMap's keys, a KafkaChannel's spec), and hands them over
+// unparsed; the backend's entry in channel/registry parses them when it opens the
+// channel, and its errors name the key. Each key is the field the value was written in,
+// as a not-ready reason names it; each value is its text:
+//
+//   - metadata.annotations.<name>: a backend's annotation on the object
+//     (sluice.dev/kinesis-stream, kafka.eventing.knative.dev/external.topic);
+//   - data.<key>: a key of the ConfigMap of a broker whose class names its backend
+//     (a Kafka broker's bootstrap.servers, default.topic.partitions, ...);
+//   - spec.<field>: a channel's spec field the backend reads (a KafkaChannel's
+//     numPartitions and replicationFactor, also from a channel template or
+//     default-ch-webhook), present only when set.
+//
+// Adding a backend needs nothing here but its name among the Channel* values, and,
+// when it reads an annotation, that annotation's name in the list of backend
+// annotations (objects.go).
+type Settings map[string]string
 
 // Key returns "namespace/name", which is also the ingress path without its leading
 // slash.

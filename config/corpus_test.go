@@ -1,8 +1,8 @@
 package config
 
 import (
+	"maps"
 	"path/filepath"
-	"slices"
 	"testing"
 )
 
@@ -36,29 +36,30 @@ func brokerByKey(t *testing.T, cfg *Config, key string) Broker {
 }
 
 func TestCorpusKafkaBroker(t *testing.T) {
+	kafkaCM := Settings{"data.bootstrap.servers": "my-cluster-kafka-bootstrap.kafka:9092",
+		"data.default.topic.partitions": "10", "data.default.topic.replication.factor": "3"}
 	tests := []struct {
-		paths            []string
-		key              string
-		class            string
-		servers          []string
-		partitions, repl int
+		paths    []string
+		key      string
+		class    string
+		settings Settings
 	}{
 		// Knative's stock kafka-broker-config, not in the configuration: --kafka-brokers and
 		// the kafka channel's defaults.
-		{[]string{"kafka-broker"}, "default/default", "Kafka", nil, 0, 0},
+		{[]string{"kafka-broker"}, "default/default", "Kafka", nil},
 		// The ConfigMap given: its bootstrap servers and topic settings.
-		{[]string{"kafka-broker", "kafka-broker-configmap"}, "default/default", "Kafka", []string{"my-cluster-kafka-bootstrap.kafka:9092"}, 10, 3},
-		{[]string{"kafka-broker", "eventing-kafka-broker/100-kafka-broker-configmap.yaml"}, "default/default", "Kafka", []string{"my-cluster-kafka-bootstrap.kafka:9092"}, 10, 3},
+		{[]string{"kafka-broker", "kafka-broker-configmap"}, "default/default", "Kafka", kafkaCM},
+		{[]string{"kafka-broker", "eventing-kafka-broker/100-kafka-broker-configmap.yaml"}, "default/default", "Kafka", kafkaCM},
 		// An MTChannelBasedBroker whose ConfigMap's template is a KafkaChannel.
-		{[]string{"kafka-channel-broker"}, "default/kafka-backed-broker", "MTChannelBasedBroker", nil, 3, 1},
+		{[]string{"kafka-channel-broker"}, "default/kafka-backed-broker", "MTChannelBasedBroker",
+			Settings{"spec.numPartitions": "3", "spec.replicationFactor": "1"}},
 		// config-br-defaults makes a Broker without a class a Kafka broker.
-		{[]string{"kafka-default-class", "meteatamel/broker.yaml"}, "default/default", "Kafka", nil, 0, 0},
+		{[]string{"kafka-default-class", "meteatamel/broker.yaml"}, "default/default", "Kafka", nil},
 	}
 	for _, tt := range tests {
 		cfg := readCorpus(t, tt.paths...)
 		b := brokerByKey(t, cfg, tt.key)
-		if b.Channel != ChannelKafka || b.Class != tt.class || !slices.Equal(b.KafkaBootstrapServers, tt.servers) ||
-			b.Partitions != tt.partitions || b.ReplicationFactor != tt.repl {
+		if b.Channel != ChannelKafka || b.Class != tt.class || !maps.Equal(b.Settings, tt.settings) {
 			t.Errorf("%v: %+v", tt.paths, b)
 		}
 	}

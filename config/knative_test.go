@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -316,7 +317,8 @@ func TestBrokerClasses(t *testing.T) {
 		t.Fatalf("no broker %s; objects %+v", key, cfg.Objects)
 		return Broker{}
 	}
-	if d := b("shop/defaulted"); d.Class != classKafka || d.Channel != ChannelKafka || len(d.KafkaBootstrapServers) != 2 || d.KafkaBootstrapServers[1] != "k2:9092" || d.Partitions != 4 {
+	if d := b("shop/defaulted"); d.Class != classKafka || d.Channel != ChannelKafka ||
+		!maps.Equal(d.Settings, Settings{"data.bootstrap.servers": "k1:9092, k2:9092", "data.default.topic.partitions": "4"}) {
 		t.Errorf("defaulted: %+v", d)
 	}
 	if m := b("shop/mt"); m.Channel != ChannelMemory {
@@ -325,7 +327,7 @@ func TestBrokerClasses(t *testing.T) {
 	if s := b("shop/sluice"); s.Channel != ChannelJetStream {
 		t.Errorf("sluice: %+v", s)
 	}
-	if c := b("shop/ch"); c.Channel != ChannelKafka || c.Partitions != 2 {
+	if c := b("shop/ch"); c.Channel != ChannelKafka || !maps.Equal(c.Settings, Settings{"spec.numPartitions": "2"}) {
 		t.Errorf("channel defaulted by default-ch-webhook: %+v", c)
 	}
 	for key, w := range map[string]string{

@@ -78,13 +78,13 @@ func TestLoadChannels(t *testing.T) {
 	}
 	tests := []struct {
 		key, kind, channel string
-		parts, rf          int
+		parts, rf          string // Settings: spec.numPartitions, spec.replicationFactor
 		subs               []string
 	}{
-		{"shop/orders", "Channel", "kafka", 6, 1, []string{"shop/billing"}},
-		{"shop/fast", "InMemoryChannel", "memory", 0, 0, []string{"shop/cache"}},
-		{"shop/audit", "KafkaChannel", "kafka", 3, 2, []string{"shop/archive"}},
-		{"shop/plain", "Channel", "", 0, 0, nil},
+		{"shop/orders", "Channel", "kafka", "6", "1", []string{"shop/billing"}},
+		{"shop/fast", "InMemoryChannel", "memory", "", "", []string{"shop/cache"}},
+		{"shop/audit", "KafkaChannel", "kafka", "3", "2", []string{"shop/archive"}},
+		{"shop/plain", "Channel", "", "", "", nil},
 	}
 	for _, tt := range tests {
 		b := got[tt.key]
@@ -95,7 +95,7 @@ func TestLoadChannels(t *testing.T) {
 				t.Errorf("%s: %+v", s.Key(), s)
 			}
 		}
-		if b.Kind != tt.kind || b.Channel != tt.channel || b.Partitions != tt.parts || b.ReplicationFactor != tt.rf || !slicesEqual(subs, tt.subs) {
+		if b.Kind != tt.kind || b.Channel != tt.channel || b.Settings["spec.numPartitions"] != tt.parts || b.Settings["spec.replicationFactor"] != tt.rf || !slicesEqual(subs, tt.subs) {
 			t.Errorf("%s: %+v", tt.key, b)
 		}
 	}

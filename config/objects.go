@@ -85,8 +85,8 @@ type brokerObj struct {
 
 type channelObj struct {
 	backend, stream, headerEnc string
-	template                   *tmpl // a Channel's spec.channelTemplate
-	parts, rf                  int   // a KafkaChannel's topic
+	template                   *tmpl    // a Channel's spec.channelTemplate
+	settings                   Settings // a KafkaChannel's topic
 	delivery                   partialDelivery
 }
 
@@ -142,10 +142,40 @@ type pingObj struct {
 
 // tmpl is a channel template: the backend it means and its topic settings.
 type tmpl struct {
-	kind      string
-	backend   string
-	parts, rf int
+	kind     string
+	backend  string
+	settings Settings // a KafkaChannel's spec.numPartitions and spec.replicationFactor
 }
+
+// topicSettings are the settings a KafkaChannel's topic spec gives its backend: the
+// fields set, as text.
+func topicSettings(parts, rf int) Settings {
+	var s Settings
+	if parts > 0 {
+		s = s.with("spec.numPartitions", strconv.Itoa(parts))
+	}
+	if rf > 0 {
+		s = s.with("spec.replicationFactor", strconv.Itoa(rf))
+	}
+	return s
+}
+
+// with returns a copy of s with key set to v; s itself, when v is empty. Settings are
+// shared once made, so they are never changed in place.
+func (s Settings) with(key, v string) Settings {
+	if v == "" {
+		return s
+	}
+	out := make(Settings, len(s)+1)
+	for k, x := range s {
+		out[k] = x
+	}
+	out[key] = v
+	return out
+}
+
+// annotation is the Settings key of the annotation a.
+func annotation(a string) string { return "metadata.annotations." + a }
 
 func newSpec(t reflect.Type) any { return reflect.New(t).Interface() }
 
@@ -213,7 +243,7 @@ func (p *parsed) spec(obj object, spec any) {
 		addressable = true
 		p.subscribers(s.Subscribers)
 		c := &channelObj{backend: p.impliedBackend(backend, ChannelKafka), stream: stream, headerEnc: enc,
-			parts: s.NumPartitions, rf: s.ReplicationFactor}
+			settings: topicSettings(s.NumPartitions, s.ReplicationFactor)}
 		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
 		p.channel = c
@@ -375,7 +405,7 @@ func (p *parsed) template(path string, t *channelTemplate) *tmpl {
 		var ks kafkaTopicSpec
 		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[kafkaTopicSpec](), &ks)
 		p.topic(path+".spec", ks)
-		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, parts: ks.NumPartitions, rf: ks.ReplicationFactor}
+		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}
 	}
 	p.fail("%s: %s %q is not supported; use %s %s or %s %s",
 		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel)

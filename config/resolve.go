@@ -90,8 +90,8 @@ func (l *loader) resolve(cfg *Config) {
 			}
 			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
-				Partitions: bb.parts, ReplicationFactor: bb.rf, KafkaBootstrapServers: bb.servers, KafkaTopic: bb.topic,
-				HeaderEncoding: p.broker.headerEnc, KinesisStream: p.broker.stream, Labels: p.labels, MaxRate: p.maxRate,
+				Settings:       bb.settings.with(annotation(annotationStream), p.broker.stream),
+				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
 				DedupWindow: p.dedup,
 			}}
 			if claim(p, n) {
@@ -102,7 +102,7 @@ func (l *loader) resolve(cfg *Config) {
 			ch := p.channel
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
-				Partitions: ch.parts, ReplicationFactor: ch.rf, HeaderEncoding: ch.headerEnc, KinesisStream: ch.stream,
+				Settings: ch.settings, HeaderEncoding: ch.headerEnc,
 				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup,
 			}}
 			if p.status.Kind == kindChannel {
@@ -120,9 +120,10 @@ func (l *loader) resolve(cfg *Config) {
 						p.fail("metadata.annotations.%s: %q conflicts with the %s backend of the channel template", annotationChannel, ch.backend, t.backend)
 						continue
 					}
-					n.Channel, n.Partitions, n.ReplicationFactor = t.backend, t.parts, t.rf
+					n.Channel, n.Settings = t.backend, t.settings
 				}
 			}
+			n.Settings = n.Settings.with(annotation(annotationStream), ch.stream)
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
 				p.status.Address, p.status.Channel = r.address(ns, name), n.Channel
@@ -149,10 +150,11 @@ func (l *loader) resolve(cfg *Config) {
 			}
 		}
 		backend, kind := ChannelDefault, kindChannel
-		parts, rf := 0, 0
+		var settings Settings
 		if t != nil {
-			backend, kind, parts, rf = t.backend, t.kind, t.parts, t.rf
+			backend, kind, settings = t.backend, t.kind, t.settings
 		}
+		settings = settings.with(annotation(annotationStream), p.annotations[annotationStream])
 		if a := p.annotations[annotationChannel]; a != "" {
 			if backend != ChannelDefault && a != backend {
 				p.fail("metadata.annotations.%s: %q conflicts with the %s backend of the channel template", annotationChannel, a, backend)
@@ -175,9 +177,8 @@ func (l *loader) resolve(cfg *Config) {
 		ok := true
 		for _, name := range names {
 			n := &node{owner: p, Broker: Broker{
-				Namespace: p.status.Namespace, Name: name, Kind: kind, Channel: backend, Partitions: parts,
-				ReplicationFactor: rf, HeaderEncoding: p.annotations[annotationHeaderEncoding], Owner: p.key(),
-				KinesisStream: p.annotations[annotationStream],
+				Namespace: p.status.Namespace, Name: name, Kind: kind, Channel: backend, Settings: settings,
+				HeaderEncoding: p.annotations[annotationHeaderEncoding], Owner: p.key(),
 			}}
 			if n.HeaderEncoding == "minimal" {
 				n.HeaderEncoding = HeaderEncodingMinimal

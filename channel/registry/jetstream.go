@@ -39,6 +39,8 @@ func (j *jetstreamBackend) needs() string {
 	return "--data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)"
 }
 
+func (j *jetstreamBackend) check(s config.Settings) error { return onlyKeys(s) }
+
 func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 	if j.replicas < 0 || j.replicas > 5 {
 		return false, fmt.Errorf("--jetstream-replicas %d: want 1 to 5 (0: automatic)", j.replicas)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,65 @@ func (k *kafkaBackend) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&k.minInsync, "kafka-min-insync-replicas", 0, "min.insync.replicas of the topics Sluice creates (0: 2 on topics of 3 or more replicas, else the cluster's default); with acks=all, 2 of 3 replicas means a 202 survives losing one broker")
 }
 
+// The settings (config.Settings) the kafka backend reads: a Kafka broker's ConfigMap
+// keys, a KafkaChannel's spec fields (also from a channel template), and the external
+// topic annotation.
+const (
+	keyBootstrapServers = "data.bootstrap.servers"
+	keyCMPartitions     = "data.default.topic.partitions"
+	keyCMReplication    = "data.default.topic.replication.factor"
+	keySpecPartitions   = "spec.numPartitions"
+	keySpecReplication  = "spec.replicationFactor"
+	keyExternalTopic    = "metadata.annotations.kafka.eventing.knative.dev/external.topic"
+)
+
+// kafkaSettings are a broker's settings parsed; zero values are the flags' defaults.
+type kafkaSettings struct {
+	seeds     []string // the cluster the broker's ConfigMap names
+	parts, rf int
+	topic     string // an existing topic, used as it is
+}
+
+// parseKafka parses and validates the settings of a kafka broker; errors name the key.
+func parseKafka(s config.Settings) (kafkaSettings, error) {
+	var out kafkaSettings
+	if err := onlyKeys(s, keyBootstrapServers, keyCMPartitions, keyCMReplication, keySpecPartitions, keySpecReplication, keyExternalTopic); err != nil {
+		return out, err
+	}
+	for _, v := range strings.Split(s[keyBootstrapServers], ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out.seeds = append(out.seeds, v)
+		}
+	}
+	for _, f := range []struct {
+		keys []string
+		max  int
+		to   *int
+	}{
+		{[]string{keyCMPartitions, keySpecPartitions}, math.MaxInt32, &out.parts},
+		{[]string{keyCMReplication, keySpecReplication}, math.MaxInt16, &out.rf},
+	} {
+		for _, key := range f.keys {
+			v, ok := s[key]
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 || n > f.max {
+				return out, fmt.Errorf("%s: %q is not an integer from 1 to %d", key, v, f.max)
+			}
+			*f.to = n
+		}
+	}
+	out.topic = s[keyExternalTopic]
+	return out, nil
+}
+
+func (k *kafkaBackend) check(s config.Settings) error {
+	_, err := parseKafka(s)
+	return err
+}
+
 func (k *kafkaBackend) needs() string { return "--kafka-brokers HOST:PORT[,HOST:PORT]" }
 
 func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
@@ -63,9 +123,13 @@ func (k *kafkaBackend) start(_ context.Context, e env) (bool, error) {
 }
 
 func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
+	s, err := parseKafka(b.Settings)
+	if err != nil {
+		return nil, err
+	}
 	seeds := k.seeds
-	if len(b.KafkaBootstrapServers) > 0 { // the cluster a Kafka broker's ConfigMap names
-		seeds = b.KafkaBootstrapServers
+	if len(s.seeds) > 0 { // the cluster a Kafka broker's ConfigMap names
+		seeds = s.seeds
 	}
 	opts := []kafka.Option{
 		kafka.WithSeedBrokers(seeds...),
@@ -75,18 +139,18 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 		opts = append(opts, kafka.WithRegisterer(k.reg))
 	}
 	parts, rf := k.partitions, k.replication
-	if b.Partitions > 0 { // a KafkaChannel's spec.numPartitions, a ConfigMap's default.topic.partitions
-		parts = b.Partitions
+	if s.parts > 0 { // a KafkaChannel's spec.numPartitions, a ConfigMap's default.topic.partitions
+		parts = s.parts
 	}
-	if b.ReplicationFactor > 0 {
-		rf = b.ReplicationFactor
+	if s.rf > 0 {
+		rf = s.rf
 	}
 	opts = append(opts, kafka.WithPartitions(int32(parts)), kafka.WithReplicationFactor(int16(rf)))
 	if k.minInsync != 0 {
 		opts = append(opts, kafka.WithMinInsyncReplicas(int16(k.minInsync)))
 	}
-	if b.KafkaTopic != "" { // kafka.eventing.knative.dev/external.topic
-		opts = append(opts, kafka.WithTopic(b.KafkaTopic))
+	if s.topic != "" { // kafka.eventing.knative.dev/external.topic
+		opts = append(opts, kafka.WithTopic(s.topic))
 	}
 	return kafka.New(ctx, b.Key(), opts...)
 }
@@ -95,4 +159,7 @@ func (k *kafkaBackend) close(context.Context) error { return nil }
 
 // standalone reports that a broker naming its own Kafka cluster (bootstrap.servers in
 // its ConfigMap) can be opened without --kafka-brokers.
-func (k *kafkaBackend) standalone(b config.Broker) bool { return len(b.KafkaBootstrapServers) > 0 }
+func (k *kafkaBackend) standalone(b config.Broker) bool {
+	s, err := parseKafka(b.Settings)
+	return err == nil && len(s.seeds) > 0
+}

@@ -41,6 +41,12 @@ func (k *kinesisBackend) needs() string {
 	return "--kinesis-checkpoint-dir DIR (and AWS credentials and a region, or --kinesis-endpoint URL)"
 }
 
+// keyKinesisStream is the setting naming an existing stream a broker uses as it is;
+// without it, Sluice names the stream and creates it.
+const keyKinesisStream = "metadata.annotations.sluice.dev/kinesis-stream"
+
+func (k *kinesisBackend) check(s config.Settings) error { return onlyKeys(s, keyKinesisStream) }
+
 func (k *kinesisBackend) start(ctx context.Context, e env) (bool, error) {
 	if k.checkpointDir == "" {
 		return false, nil
@@ -74,8 +80,8 @@ func (k *kinesisBackend) open(ctx context.Context, b config.Broker) (channel.Cha
 		kinesis.WithShards(int32(k.shards)),
 		kinesis.WithLogger(k.log.With("channel", "kinesis", "broker", b.Key())),
 	}
-	if b.KinesisStream != "" {
-		opts = append(opts, kinesis.WithStream(b.KinesisStream))
+	if s := b.Settings[keyKinesisStream]; s != "" {
+		opts = append(opts, kinesis.WithStream(s))
 	}
 	return kinesis.New(ctx, b.Key(), opts...)
 }

@@ -29,6 +29,8 @@ func (m *memoryBackend) flags(*pflag.FlagSet) {}
 
 func (m *memoryBackend) needs() string { return "nothing" }
 
+func (m *memoryBackend) check(s config.Settings) error { return onlyKeys(s) }
+
 func (m *memoryBackend) start(_ context.Context, e env) (bool, error) {
 	m.budget = memory.NewBudget(e.memoryLimit)
 	m.share = int64(float64(e.memoryLimit) * e.nsShare)

@@ -26,12 +26,17 @@
 //     with its name: --kinesis-region, ...); start checks them and, when they configure
 //     it, prepares what its channels share (a client), reporting configured; open opens
 //     one broker's channel; close releases what start made; needs names the flags that
-//     configure it, for the error a broker naming an unconfigured backend gets.
+//     configure it, for the error a broker naming an unconfigured backend gets; check
+//     parses and validates the broker's config.Settings (its kinesis-stream annotation),
+//     with errors naming the key, and refuses a key it does not read.
 //  3. One line in backends below: {config.ChannelKinesis, &kinesisBackend{}}. Its name
 //     is the value of the broker's sluice.dev/channel annotation and of --channel.
 //
 // The config package names the values the annotation may take (config.Channel*); a new
-// backend's name must be added there for config.Load to accept it on a broker.
+// backend's name must be added there for config.Load to accept it on a broker. config
+// hands a backend its settings unparsed (config.Settings: the annotations, ConfigMap
+// keys and spec fields it reads, keyed by where they were written); the backend's check
+// is what gives them a meaning.
 package registry
 
 import (
@@ -39,6 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -74,6 +81,9 @@ type backend interface {
 	close(ctx context.Context) error
 	// needs names what configures the backend: "--kafka-brokers HOST:PORT[,HOST:PORT]".
 	needs() string
+	// check parses and validates a broker's settings, before anything is opened: an error
+	// names the key at fault (and a key the backend does not read).
+	check(s config.Settings) error
 }
 
 // env is what the registry hands every backend at start.
@@ -237,6 +247,9 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 	if !ok {
 		return nil, fmt.Errorf("channel backend %q: %s", name, r.unknown())
 	}
+	if err := e.b.check(b.Settings); err != nil {
+		return nil, fmt.Errorf("the %s channel's settings: %w", name, err)
+	}
 	r.mu.Lock()
 	started, closed, configured := r.started, r.closed, r.configured[name]
 	r.mu.Unlock()
@@ -256,6 +269,17 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 func standalone(be backend, b config.Broker) bool {
 	s, ok := be.(interface{ standalone(config.Broker) bool })
 	return ok && s.standalone(b)
+}
+
+// onlyKeys returns an error naming the first key of s (in sorted order) that is not
+// among known: a setting the backend does not read, which would otherwise be ignored.
+func onlyKeys(s config.Settings, known ...string) error {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("%s: not read by this backend", k)
+		}
+	}
+	return nil
 }
 
 // Close releases the backends in the reverse order of their start: the embedded NATS

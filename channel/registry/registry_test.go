@@ -189,7 +189,7 @@ func TestOpenKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := broker("registry-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000"), config.ChannelKafka)
-	b.Partitions = 2
+	b.Settings = config.Settings{"spec.numPartitions": "2"}
 	ch, err := r.Open(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)

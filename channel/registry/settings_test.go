@@ -1,0 +1,87 @@
+package registry
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-broker/sluice/config"
+)
+
+// TestOpenChecksSettings: a broker's settings (config.Settings, unparsed by config) are
+// parsed and checked by its backend before anything is opened, and a bad one is an
+// error naming its key, whether or not the backend's flags configure it.
+func TestOpenChecksSettings(t *testing.T) {
+	r, err := started(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, backend string
+		settings      config.Settings
+		want          string
+	}{
+		{"memory reads none", config.ChannelMemory, config.Settings{"spec.numPartitions": "2"},
+			"the memory channel's settings: spec.numPartitions: not read by this backend"},
+		{"default reads none", config.ChannelDefault, config.Settings{"data.x": "1"},
+			"the memory channel's settings: data.x: not read by this backend"},
+		{"jetstream reads none", config.ChannelJetStream, config.Settings{keyKinesisStream: "s"},
+			"the jetstream channel's settings: metadata.annotations.sluice.dev/kinesis-stream: not read by this backend"},
+		{"kinesis reads no partitions", config.ChannelKinesis, config.Settings{keyKinesisStream: "s", "spec.numPartitions": "2"},
+			"the kinesis channel's settings: spec.numPartitions: not read by this backend"},
+		{"kafka unknown key", config.ChannelKafka, config.Settings{"data.auth.secret.ref.name": "s"},
+			"the kafka channel's settings: data.auth.secret.ref.name: not read by this backend"},
+		{"kafka zero partitions", config.ChannelKafka, config.Settings{keyCMPartitions: "0"},
+			`the kafka channel's settings: data.default.topic.partitions: "0" is not an integer from 1 to 2147483647`},
+		{"kafka partitions past int32", config.ChannelKafka, config.Settings{keySpecPartitions: "3000000000"},
+			`spec.numPartitions: "3000000000" is not an integer from 1 to 2147483647`},
+		{"kafka replication past int16", config.ChannelKafka, config.Settings{keySpecReplication: "40000"},
+			`spec.replicationFactor: "40000" is not an integer from 1 to 32767`},
+		{"kafka replication not a number", config.ChannelKafka, config.Settings{keyCMReplication: "three"},
+			`data.default.topic.replication.factor: "three" is not an integer from 1 to 32767`},
+		// Valid settings get as far as the missing flag.
+		{"kafka valid", config.ChannelKafka, config.Settings{keyCMPartitions: "3", keyExternalTopic: "t"},
+			"the kafka channel needs --kafka-brokers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := broker("x", tt.backend)
+			b.Settings = tt.settings
+			ch, err := r.Open(context.Background(), b)
+			if err == nil {
+				ch.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseKafka: what a Kafka broker's ConfigMap, a KafkaChannel's spec and the
+// external topic annotation give the kafka backend.
+func TestParseKafka(t *testing.T) {
+	tests := []struct {
+		name string
+		in   config.Settings
+		want kafkaSettings
+	}{
+		{"none", nil, kafkaSettings{}},
+		{"configmap", config.Settings{keyBootstrapServers: " k1:9092, ,k2:9092 ", keyCMPartitions: " 10", keyCMReplication: "3"},
+			kafkaSettings{seeds: []string{"k1:9092", "k2:9092"}, parts: 10, rf: 3}},
+		{"kafkachannel", config.Settings{keySpecPartitions: "2", keySpecReplication: "1"}, kafkaSettings{parts: 2, rf: 1}},
+		{"external topic", config.Settings{keyExternalTopic: "orders"}, kafkaSettings{topic: "orders"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseKafka(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.seeds, tt.want.seeds) || got.parts != tt.want.parts || got.rf != tt.want.rf || got.topic != tt.want.topic {
+				t.Errorf("parseKafka(%v) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
