@@ -42,6 +42,22 @@ type parsed struct {
 	maxRate float64       // sluice.dev/max-rate
 	dedup   time.Duration // sluice.dev/dedup-window
 	paused  bool          // sluice.dev/paused
+	own     Settings      // the backend annotations (backendAnnotations) it carries
+}
+
+// backendAnnotation is an annotation a backend reads: an object may carry it only when
+// it runs on that backend, and its value goes to the backend in Broker.Settings.
+type backendAnnotation struct {
+	name, backend string
+	what          string // what it gives, for the error: "has a Kinesis stream"
+}
+
+// backendAnnotations are the annotations backends read. A backend that reads one of its
+// own adds a line here; the rest of its settings come from where Knative puts them.
+func backendAnnotations() []backendAnnotation {
+	return []backendAnnotation{
+		{annotationStream, ChannelKinesis, "has a Kinesis stream"},
+	}
 }
 
 // key is "Kind namespace/name".
@@ -76,18 +92,18 @@ type dest struct {
 }
 
 type brokerObj struct {
-	backend, stream, headerEnc string
-	class                      string // the class annotation, "" when absent
-	config                     *kref  // spec.config
-	externalTopic              string
-	delivery                   partialDelivery
+	backend, headerEnc string
+	class              string // the class annotation, "" when absent
+	config             *kref  // spec.config
+	externalTopic      string
+	delivery           partialDelivery
 }
 
 type channelObj struct {
-	backend, stream, headerEnc string
-	template                   *tmpl    // a Channel's spec.channelTemplate
-	settings                   Settings // a KafkaChannel's topic
-	delivery                   partialDelivery
+	backend, headerEnc string
+	template           *tmpl    // a Channel's spec.channelTemplate
+	settings           Settings // a KafkaChannel's topic
+	delivery           partialDelivery
 }
 
 type triggerObj struct {
@@ -177,6 +193,14 @@ func (s Settings) with(key, v string) Settings {
 // annotation is the Settings key of the annotation a.
 func annotation(a string) string { return "metadata.annotations." + a }
 
+// merge returns s with every setting of t added; s or t itself when the other is empty.
+func (s Settings) merge(t Settings) Settings {
+	for k, v := range t {
+		s = s.with(k, v)
+	}
+	return s
+}
+
 func newSpec(t reflect.Type) any { return reflect.New(t).Interface() }
 
 func asTypeError(err error, te **json.UnmarshalTypeError) bool { return errors.As(err, te) }
@@ -200,9 +224,15 @@ func (p *parsed) spec(obj object, spec any) {
 	default:
 		p.fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka, kinesis", annotationChannel, backend)
 	}
-	stream := ann[annotationStream]
-	if stream != "" && backend != ChannelKinesis {
-		p.fail("metadata.annotations.%s: only a broker annotated %s: %s has a Kinesis stream", annotationStream, annotationChannel, ChannelKinesis)
+	for _, a := range backendAnnotations() {
+		v := ann[a.name]
+		if v == "" {
+			continue
+		}
+		if backend != a.backend {
+			p.fail("metadata.annotations.%s: only a broker annotated %s: %s %s", a.name, annotationChannel, a.backend, a.what)
+		}
+		p.own = p.own.with(annotation(a.name), v)
 	}
 	enc := ann[annotationHeaderEncoding]
 	switch enc {
@@ -216,7 +246,7 @@ func (p *parsed) spec(obj object, spec any) {
 	switch s := spec.(type) {
 	case *brokerSpec:
 		addressable = true
-		b := &brokerObj{backend: backend, stream: stream, headerEnc: enc, class: ann[annotationClass],
+		b := &brokerObj{backend: backend, headerEnc: enc, class: ann[annotationClass],
 			config: s.Config, externalTopic: ann[annotationExternalTopic]}
 		if s.Config != nil { // its kind is checked with the class (classes.broker)
 			if s.Config.Name == "" {
@@ -227,7 +257,7 @@ func (p *parsed) spec(obj object, spec any) {
 		p.broker = b
 	case *channelSpec:
 		addressable = true
-		c := &channelObj{backend: backend, stream: stream, headerEnc: enc}
+		c := &channelObj{backend: backend, headerEnc: enc}
 		if s.ChannelTemplate != nil {
 			c.template = p.template("spec.channelTemplate", s.ChannelTemplate)
 		}
@@ -237,12 +267,12 @@ func (p *parsed) spec(obj object, spec any) {
 	case *inMemoryChannelSpec:
 		addressable = true
 		p.subscribers(s.Subscribers)
-		p.channel = &channelObj{backend: p.impliedBackend(backend, ChannelMemory), stream: stream, headerEnc: enc,
+		p.channel = &channelObj{backend: p.impliedBackend(backend, ChannelMemory), headerEnc: enc,
 			delivery: p.delivery("spec.delivery", s.Delivery)}
 	case *kafkaChannelSpec:
 		addressable = true
 		p.subscribers(s.Subscribers)
-		c := &channelObj{backend: p.impliedBackend(backend, ChannelKafka), stream: stream, headerEnc: enc,
+		c := &channelObj{backend: p.impliedBackend(backend, ChannelKafka), headerEnc: enc,
 			settings: topicSettings(s.NumPartitions, s.ReplicationFactor)}
 		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
@@ -359,7 +389,11 @@ func (p *parsed) spec(obj object, spec any) {
 	p.dedupAndPause(ann)
 	p.capAnnotations(ann)
 	if !addressable {
-		for _, a := range []string{annotationChannel, annotationStream, annotationHeaderEncoding} {
+		names := []string{annotationChannel}
+		for _, a := range backendAnnotations() {
+			names = append(names, a.name)
+		}
+		for _, a := range append(names, annotationHeaderEncoding) {
 			if ann[a] != "" {
 				p.fail("metadata.annotations.%s: only for Brokers, channels, Sequences and Parallels", a)
 			}

@@ -90,7 +90,7 @@ func (l *loader) resolve(cfg *Config) {
 			}
 			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
-				Settings:       bb.settings.with(annotation(annotationStream), p.broker.stream),
+				Settings:       bb.settings.merge(p.own),
 				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
 				DedupWindow: p.dedup,
 			}}
@@ -123,7 +123,7 @@ func (l *loader) resolve(cfg *Config) {
 					n.Channel, n.Settings = t.backend, t.settings
 				}
 			}
-			n.Settings = n.Settings.with(annotation(annotationStream), ch.stream)
+			n.Settings = n.Settings.merge(p.own)
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
 				p.status.Address, p.status.Channel = r.address(ns, name), n.Channel
@@ -154,7 +154,7 @@ func (l *loader) resolve(cfg *Config) {
 		if t != nil {
 			backend, kind, settings = t.backend, t.kind, t.settings
 		}
-		settings = settings.with(annotation(annotationStream), p.annotations[annotationStream])
+		settings = settings.merge(p.own)
 		if a := p.annotations[annotationChannel]; a != "" {
 			if backend != ChannelDefault && a != backend {
 				p.fail("metadata.annotations.%s: %q conflicts with the %s backend of the channel template", annotationChannel, a, backend)
