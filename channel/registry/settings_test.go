@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -84,4 +85,31 @@ func TestParseKafka(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseKafka: any text in a Kafka broker's settings is parsed or refused with an
+// error naming its key, never wrapped into a negative int32 or int16 for the client.
+func FuzzParseKafka(f *testing.F) {
+	f.Add("k1:9092, k2:9092", "10", "3", "t")
+	f.Add("", "0", "-1", "")
+	f.Add(",,,", "3000000000", "40000", "x")
+	f.Add("a", " 7 ", "+2", "")
+	f.Fuzz(func(t *testing.T, servers, parts, rf, topic string) {
+		in := config.Settings{keyBootstrapServers: servers, keyCMPartitions: parts, keySpecReplication: rf, keyExternalTopic: topic}
+		s, err := parseKafka(in)
+		if err != nil {
+			if !strings.Contains(err.Error(), keyCMPartitions) && !strings.Contains(err.Error(), keySpecReplication) {
+				t.Fatalf("error %q names no key", err)
+			}
+			return
+		}
+		if s.parts < 1 || s.parts > math.MaxInt32 || s.rf < 1 || s.rf > math.MaxInt16 {
+			t.Fatalf("parsed %+v out of range", s)
+		}
+		for _, seed := range s.seeds {
+			if seed == "" || strings.TrimSpace(seed) != seed {
+				t.Fatalf("seed %q", seed)
+			}
+		}
+	})
 }
