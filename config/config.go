@@ -12,8 +12,8 @@
 // and every other Destination) resolve to the referenced object's Sluice address, an
 // entry of a refs file, or the in-cluster address Knative would use (see Option).
 //
-// This package knows no backend beyond its name (Broker.Channel, one of the Channel*
-// values): what a backend reads of an object — a Kafka broker's ConfigMap keys, a
+// This package names the backends (Broker.Channel, one of the Channel* values) but
+// does not interpret their settings: what a backend reads of an object — a Kafka broker's ConfigMap keys, a
 // KafkaChannel's numPartitions, the sluice.dev/kinesis-stream annotation — is collected
 // into Broker.Settings unparsed, keyed by the field it was written in, after the checks
 // Knative's schema of the object makes (a ConfigMap key Sluice does not know, a negative
@@ -42,6 +42,11 @@ const (
 	ChannelKafka     = "kafka"
 	ChannelKinesis   = "kinesis"
 )
+
+// channels returns the backends' names, the values sluice.dev/channel may take.
+func channels() []string {
+	return []string{ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis}
+}
 
 // Header encodings, the values of Broker.HeaderEncoding.
 const (

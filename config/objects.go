@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,10 +220,8 @@ func (p *parsed) configMap(obj object) {
 func (p *parsed) spec(obj object, spec any) {
 	ann := obj.Metadata.Annotations
 	backend := ann[annotationChannel]
-	switch backend {
-	case ChannelDefault, ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis:
-	default:
-		p.fail("metadata.annotations.%s: %q is not one of memory, jetstream, kafka, kinesis", annotationChannel, backend)
+	if backend != ChannelDefault && !slices.Contains(channels(), backend) {
+		p.fail("metadata.annotations.%s: %q is not one of %s", annotationChannel, backend, strings.Join(channels(), ", "))
 	}
 	for _, a := range backendAnnotations() {
 		v := ann[a.name]
