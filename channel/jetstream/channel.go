@@ -292,3 +292,14 @@ func (c *Channel) Close() error {
 	c.conn.stop()
 	return nil
 }
+
+// Check reports whether the NATS connection is up (channel.Checker): while it is not,
+// Publish cannot store.
+func (c *Channel) Check(context.Context) error {
+	if st := c.nc.Status(); st != nats.CONNECTED {
+		return channel.Refuse(channel.ErrUnavailable, "the channel's JetStream server is unreachable", fmt.Errorf("nats connection %s", st))
+	}
+	return nil
+}
+
+var _ channel.Checker = (*Channel)(nil)

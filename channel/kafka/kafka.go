@@ -387,3 +387,14 @@ func (c *Channel) Close() error {
 	c.wg.Wait()
 	return nil
 }
+
+// Check reports whether a broker of the cluster answers (channel.Checker): while none
+// does, Publish cannot store.
+func (c *Channel) Check(ctx context.Context) error {
+	if err := c.cl.Ping(ctx); err != nil {
+		return channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster is unreachable", err)
+	}
+	return nil
+}
+
+var _ channel.Checker = (*Channel)(nil)
