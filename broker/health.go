@@ -142,7 +142,6 @@ func (s *Server) NotReady() map[string]string {
 	return out
 }
 
-
 // firstNotStoring returns the key of the first broker, by key, whose channel cannot
 // store now and the reason /readyz gives, or "".
 func (s *Server) firstNotStoring() (key, reason string) {

@@ -40,6 +40,7 @@ type Channel struct {
 var (
 	_ channel.Channel = (*Channel)(nil)
 	_ channel.Durable = (*Channel)(nil)
+	_ channel.Checker = (*Channel)(nil)
 )
 
 // Durable reports true: what the channel stored survives the process (channel.Durable).
@@ -301,5 +302,3 @@ func (c *Channel) Check(context.Context) error {
 	}
 	return nil
 }
-
-var _ channel.Checker = (*Channel)(nil)

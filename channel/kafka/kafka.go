@@ -84,6 +84,7 @@ type Channel struct {
 var (
 	_ channel.Channel = (*Channel)(nil)
 	_ channel.Durable = (*Channel)(nil)
+	_ channel.Checker = (*Channel)(nil)
 )
 
 // Durable reports true: what the channel stored survives the process (channel.Durable).
@@ -396,5 +397,3 @@ func (c *Channel) Check(ctx context.Context) error {
 	}
 	return nil
 }
-
-var _ channel.Checker = (*Channel)(nil)
