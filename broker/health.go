@@ -11,18 +11,18 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 )
 
-// checkEvery is how often a broker asks its channel whether its backend is reachable
-// (channel.Checker), and checkTimeout how long one ask may take.
+// defaultCheckEvery is how often a broker asks its channel whether its backend is
+// reachable (channel.Checker), and checkTimeout how long one ask may take.
 const (
-	checkEvery   = 2 * time.Second
-	checkTimeout = 5 * time.Second
+	defaultCheckEvery = 2 * time.Second
+	checkTimeout      = 5 * time.Second
 )
 
 // storeHealth is whether a broker's channel can store events: the one source of truth
 // that /status, /readyz and the dashboard read. Two things write it: ingress, with the
 // outcome of every store (a refusal as unavailable marks the channel down, a store
 // marks it up), and, for a channel that implements channel.Checker, a check every
-// checkEvery (a failing check marks it down; a passing one after a failing one marks it
+// defaultCheckEvery (a failing check marks it down; a passing one after a failing one marks it
 // up again, so that a channel that comes back is ready again with no event sent).
 type storeHealth struct {
 	// pub is the last store's refusal as unavailable, nil once a store succeeded (or
@@ -58,7 +58,8 @@ func (b *Broker) stored(ctx context.Context, err error) {
 		}
 	case errors.Is(err, channel.ErrUnavailable) && ctx.Err() == nil:
 		if b.health.pub.Swap(&err) == nil {
-			b.log.Warn("the channel cannot store events", "broker", b.key, "err", err)
+			// Ingress logs the error itself (storeFailed).
+			b.log.Warn("not ready: the channel cannot store events", "broker", b.key)
 		}
 	}
 }
@@ -74,7 +75,7 @@ func (b *Broker) startChecker(life context.Context) {
 	b.health.stop, b.health.done = stop, make(chan struct{})
 	go func() {
 		defer close(b.health.done)
-		tick := time.NewTicker(checkEvery)
+		tick := time.NewTicker(b.srv.opts.checkEvery)
 		defer tick.Stop()
 		for {
 			b.checkOnce(ctx, c)

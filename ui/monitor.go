@@ -444,12 +444,16 @@ func (m *Monitor) markReady(s *Snapshot) {
 	if m.o.notReady != nil {
 		nr = m.o.notReady()
 	}
+	listed := make(map[string]bool, len(s.Brokers))
 	for i := range s.Brokers {
 		b := &s.Brokers[i]
 		b.NotReadyReason, b.Ready = nr[b.Name], nr[b.Name] == ""
-		delete(nr, b.Name)
+		listed[b.Name] = true
 	}
 	for name, reason := range nr {
+		if listed[name] {
+			continue
+		}
 		b := Broker{Name: name, NotReadyReason: reason}
 		b.History.T, b.History.Ingress, b.History.Rejected = []int64{}, []float64{}, []float64{}
 		s.Brokers = append(s.Brokers, b)
