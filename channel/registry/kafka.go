@@ -96,3 +96,13 @@ func (k *kafkaBackend) close(context.Context) error { return nil }
 // standalone reports that a broker naming its own Kafka cluster (bootstrap.servers in
 // its ConfigMap) can be opened without --kafka-brokers.
 func (k *kafkaBackend) standalone(b config.Broker) bool { return len(b.KafkaBootstrapServers) > 0 }
+
+// given reports whether --kafka-brokers names a seed broker, as start reads it.
+func (k *kafkaBackend) given() bool {
+	for _, s := range strings.Split(k.brokers, ",") {
+		if strings.TrimSpace(s) != "" {
+			return true
+		}
+	}
+	return false
+}
