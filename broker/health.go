@@ -22,8 +22,9 @@ const (
 // that /status, /readyz and the dashboard read. Two things write it: ingress, with the
 // outcome of every store (a refusal as unavailable marks the channel down, a store
 // marks it up), and, for a channel that implements channel.Checker, a check every
-// defaultCheckEvery (a failing check marks it down; a passing one after a failing one marks it
-// up again, so that a channel that comes back is ready again with no event sent).
+// defaultCheckEvery (a failing check marks it down; a passing one after a failing one
+// marks it up again, so that a channel that comes back is ready again with no event
+// sent).
 type storeHealth struct {
 	// pub is the last store's refusal as unavailable, nil once a store succeeded (or
 	// the checker saw the backend come back).
