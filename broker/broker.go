@@ -46,6 +46,7 @@ type Broker struct {
 	dedup   atomic.Pointer[dedupWindow] // sluice.dev/dedup-window; nil: off (dedup.go)
 	backlog backlogGate                 // the backlog bound's cached verdict (admission.go)
 	admitq  admitQueue                  // requests waiting for room (admitqueue.go)
+	health  storeHealth                 // whether the channel can store now (health.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup
@@ -90,12 +91,14 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 		}
 		start = end
 	}
+	parent := ctx
 	if b.pubWait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
 	}
 	err = b.ch.Publish(ctx, sc.envs)
+	b.stored(parent, err)
 	clear(sc.routes)
 	clear(sc.envs) // drop the event pointers
 	sc.routes, sc.envs, sc.ends, sc.keys = sc.routes[:0], sc.envs[:0], sc.ends[:0], sc.keys[:0]
@@ -202,6 +205,7 @@ func (b *Broker) drain(ctx context.Context) int {
 			left += t.consumer.Len()
 		}
 	}
+	b.stopChecker()
 	if err := b.ch.Close(); err != nil {
 		b.log.Error("closing channel", "broker", b.key, "err", err)
 	}

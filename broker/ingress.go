@@ -17,7 +17,7 @@ import (
 //
 //	POST /<namespace>/<broker>  ingest (202, 400, 404, 405, 413, 415, 429, 503)
 //	GET  /healthz               200 while the process runs
-//	GET  /readyz                200 once configured and every trigger's consumer joined, 503 while shutting down
+//	GET  /readyz                200 once configured, every channel can store and every trigger's consumer joined; 503 while shutting down
 //	GET  /status                every object of the configuration, ready or not (JSON)
 //	POST /triggers/<ns>/<name>/pause|resume, GET /triggers/<ns>/<name>  (TriggersPath)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
@@ -38,6 +38,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/readyz":
 		if !s.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if key, reason := s.firstNotStoring(); key != "" {
+			http.Error(w, "not ready: broker "+key+" "+reason, http.StatusServiceUnavailable)
 			return
 		}
 		if t := s.notJoined(); t != "" {

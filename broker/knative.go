@@ -64,8 +64,9 @@ type applied struct {
 
 // Status returns every object of the running configuration with its status, as `sluice
 // validate` shows a file: the load's verdict (config.Config.Objects), with what failed
-// at run time on top — a Broker or channel whose channel did not open, and the
-// Triggers, Subscriptions, Sequences and Parallels that depend on it, are not ready.
+// at run time on top — a Broker or channel whose channel did not open or cannot store
+// events now (its backend unreachable), and the Triggers, Subscriptions, Sequences and
+// Parallels that depend on it, are not ready.
 // It is nil before the first Apply.
 func (s *Server) Status() []config.ObjectStatus {
 	a := s.applied.Load()
@@ -73,7 +74,19 @@ func (s *Server) Status() []config.ObjectStatus {
 		return nil
 	}
 	out := RedactObjects(a.cfg.Objects)
-	if len(a.failed) == 0 {
+	// What failed at Apply, and the channels that cannot store now (health.go): the
+	// same reason ingress's 503 gives, with the backend's own error for the operator.
+	failed := a.failed
+	if down := s.notStoring(); len(down) > 0 {
+		failed = make(map[string]error, len(a.failed)+len(down))
+		for k, err := range down {
+			failed[k] = fmt.Errorf("cannot store events: %w", err)
+		}
+		for k, err := range a.failed {
+			failed[k] = err
+		}
+	}
+	if len(failed) == 0 {
 		return out
 	}
 	// Which broker each subscription and flow runs on.
@@ -93,12 +106,13 @@ func (s *Server) Status() []config.ObjectStatus {
 			continue
 		}
 		for _, bk := range on[o.Key()] {
-			if err, bad := a.failed[bk]; bad {
+			if err, bad := failed[bk]; bad {
 				out[i].Ready = false
+				msg := redact.Text(err.Error())
 				if bk == o.Namespace+"/"+o.Name {
-					out[i].Reason = "not running: " + err.Error()
+					out[i].Reason = "not running: " + msg
 				} else {
-					out[i].Reason = "its channel " + bk + " is not running: " + err.Error()
+					out[i].Reason = "its channel " + bk + " is not running: " + msg
 				}
 				break
 			}

@@ -44,6 +44,7 @@ type options struct {
 	denyEgress      delivery.DenyList // --deny-egress
 	ownOrigin       string            // WithInternalIdentity
 	identities      Identities        // nil: none
+	checkEvery      time.Duration     // how often a channel.Checker is asked (health.go)
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
@@ -141,6 +142,7 @@ func defaultOptions() options {
 		admitWait:       DefaultAdmitWait,
 		dedupEntries:    DefaultDedupEntries,
 		logger:          slog.Default(),
+		checkEvery:      defaultCheckEvery,
 	}
 }
 

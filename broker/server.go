@@ -218,5 +218,6 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
 	}
+	b.startChecker(s.life)
 	return b
 }

@@ -112,6 +112,17 @@ type Joiner interface {
 	Joined() bool
 }
 
+// Checker is implemented by channels whose backend can be asked, without storing
+// anything, whether it is reachable (a Kafka cluster answering, a NATS connection up).
+// The broker asks every few seconds and reports a channel whose Check fails as not ready
+// in /status, /readyz and the dashboard, with the reason, until a Check succeeds again.
+type Checker interface {
+	// Check returns nil when the backend can be reached now, else an error wrapping
+	// ErrUnavailable (a *Refusal whose Reason names nothing of the deployment). It
+	// returns no later than ctx ends.
+	Check(ctx context.Context) error
+}
+
 // Durable is implemented by channels whose stored events outlive the process: after a
 // crash or a shutdown, what was not settled is delivered again. The broker uses it to
 // decide whether Publish may block on I/O (and so gets a publish timeout), whether a

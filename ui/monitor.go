@@ -36,6 +36,7 @@ type options struct {
 	latency     time.Duration
 	rate        time.Duration
 	deadLetters int
+	notReady    func() map[string]string
 }
 
 // WithGatherer sets where the metrics are read from: the registry serve's /metrics
@@ -56,6 +57,11 @@ func WithRateWindow(d time.Duration) Option { return func(o *options) { o.rate =
 
 // WithDeadLetters sets how many of the last dead letters are kept. Default 20.
 func WithDeadLetters(n int) Option { return func(o *options) { o.deadLetters = n } }
+
+// WithNotReady sets where the brokers that are not ready come from, with the reason of
+// each, by name (the broker server's NotReady): every snapshot marks them. Default:
+// every broker is ready.
+func WithNotReady(f func() map[string]string) Option { return func(o *options) { o.notReady = f } }
 
 // validate is the one place options are checked; the error names the option.
 func (o *options) validate() error {
@@ -361,6 +367,7 @@ func (m *Monitor) build(cur *sample) *Snapshot {
 		h.P99 = appendKeep(h.P99, quantile(0.99, c, sh), keep)
 		s.Triggers = append(s.Triggers, copyTrigger(t))
 	}
+	m.markReady(s)
 	sort.Slice(s.Brokers, func(i, j int) bool { return s.Brokers[i].Name < s.Brokers[j].Name })
 	sort.Slice(s.Triggers, func(i, j int) bool { return s.Triggers[i].Name < s.Triggers[j].Name })
 	s.DeadLetters, s.DeadLettersSeen = m.deadLetters()
@@ -428,4 +435,27 @@ func quantile(q float64, cur, old *triggerCum) *float64 {
 	}
 	v := cur.bounds[len(cur.bounds)-1] * 1000 // beyond the last finite bucket
 	return &v
+}
+
+// markReady sets every broker of s ready or not with the reason (WithNotReady), and adds
+// a not-ready broker no metric names yet.
+func (m *Monitor) markReady(s *Snapshot) {
+	var nr map[string]string
+	if m.o.notReady != nil {
+		nr = m.o.notReady()
+	}
+	listed := make(map[string]bool, len(s.Brokers))
+	for i := range s.Brokers {
+		b := &s.Brokers[i]
+		b.NotReadyReason, b.Ready = nr[b.Name], nr[b.Name] == ""
+		listed[b.Name] = true
+	}
+	for name, reason := range nr {
+		if listed[name] {
+			continue
+		}
+		b := Broker{Name: name, NotReadyReason: reason}
+		b.History.T, b.History.Ingress, b.History.Rejected = []int64{}, []float64{}, []float64{}
+		s.Brokers = append(s.Brokers, b)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,52 @@ func TestHandler(t *testing.T) {
 	}
 	if _, err := New(WithGatherer(prometheus.NewRegistry()), WithLatencyWindow(time.Hour)); err == nil || !strings.Contains(err.Error(), "WithLatencyWindow") {
 		t.Errorf("latency window beyond the window: %v", err)
+	}
+}
+
+// TestNotReady: every snapshot marks the brokers WithNotReady names not ready with their
+// reason, lists one no metric names yet, and the others ready.
+func TestNotReady(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	accepted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_events_accepted_total"}, []string{"broker"})
+	reg.MustRegister(accepted)
+	accepted.WithLabelValues("ns/up").Add(1)
+	accepted.WithLabelValues("ns/down").Add(1)
+	var nr map[string]string
+	m, err := New(WithGatherer(reg), WithNotReady(func() map[string]string { return nr }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		name, reason string
+		ready        bool
+	}
+	tests := []struct {
+		name     string
+		notReady map[string]string
+		want     []row
+	}{
+		{"all ready", nil, []row{{"ns/down", "", true}, {"ns/up", "", true}}},
+		{"one down", map[string]string{"ns/down": "cannot store events: x"},
+			[]row{{"ns/down", "cannot store events: x", false}, {"ns/up", "", true}}},
+		{"one down with no metric yet", map[string]string{"ns/new": "cannot store events: y"},
+			[]row{{"ns/down", "", true}, {"ns/new", "cannot store events: y", false}, {"ns/up", "", true}}},
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nr = tt.notReady
+			m.Sample(t0.Add(time.Duration(i) * time.Second))
+			var got []row
+			for _, b := range m.Snapshot().Brokers {
+				got = append(got, row{b.Name, b.NotReadyReason, b.Ready})
+				if b.History.T == nil || b.History.Ingress == nil {
+					t.Errorf("broker %s: history with null slices (the page draws them)", b.Name)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("brokers %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -24,6 +24,10 @@ type Snapshot struct {
 // Broker is one broker's (or channel's) ingress.
 type Broker struct {
 	Name string `json:"name"`
+	// Ready is false while the broker's channel cannot store events (its backend is
+	// unreachable: ingress answers 503), and NotReadyReason says why.
+	Ready          bool   `json:"ready"`
+	NotReadyReason string `json:"not_ready_reason,omitempty"`
 	// AcceptedTotal is sluice_events_accepted_total; RejectedTotal the sum of
 	// sluice_requests_rejected_total over its reasons.
 	AcceptedTotal float64 `json:"accepted_total"`

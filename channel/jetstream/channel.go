@@ -40,6 +40,7 @@ type Channel struct {
 var (
 	_ channel.Channel = (*Channel)(nil)
 	_ channel.Durable = (*Channel)(nil)
+	_ channel.Checker = (*Channel)(nil)
 )
 
 // Durable reports true: what the channel stored survives the process (channel.Durable).
@@ -290,5 +291,14 @@ func (c *Channel) Close() error {
 		c.cfg.registerer.Unregister(c.metrics)
 	}
 	c.conn.stop()
+	return nil
+}
+
+// Check reports whether the NATS connection is up (channel.Checker): while it is not,
+// Publish cannot store.
+func (c *Channel) Check(context.Context) error {
+	if st := c.nc.Status(); st != nats.CONNECTED {
+		return channel.Refuse(channel.ErrUnavailable, "the channel's JetStream server is unreachable", fmt.Errorf("nats connection %s", st))
+	}
 	return nil
 }

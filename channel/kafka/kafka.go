@@ -84,6 +84,7 @@ type Channel struct {
 var (
 	_ channel.Channel = (*Channel)(nil)
 	_ channel.Durable = (*Channel)(nil)
+	_ channel.Checker = (*Channel)(nil)
 )
 
 // Durable reports true: what the channel stored survives the process (channel.Durable).
@@ -385,5 +386,14 @@ func (c *Channel) Close() error {
 	}
 	c.cl.Close() // also ends the lag refresh's requests
 	c.wg.Wait()
+	return nil
+}
+
+// Check reports whether a broker of the cluster answers (channel.Checker): while none
+// does, Publish cannot store.
+func (c *Channel) Check(ctx context.Context) error {
+	if err := c.cl.Ping(ctx); err != nil {
+		return channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster is unreachable", err)
+	}
 	return nil
 }

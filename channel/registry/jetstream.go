@@ -81,3 +81,5 @@ func (j *jetstreamBackend) open(ctx context.Context, b config.Broker) (channel.C
 }
 
 func (j *jetstreamBackend) close(ctx context.Context) error { return j.js.Close(ctx) }
+
+func (j *jetstreamBackend) given() bool { return j.dataDir != "" || j.natsURL != "" }

@@ -163,3 +163,13 @@ func (k *kafkaBackend) standalone(b config.Broker) bool {
 	s, err := parseKafka(b.Settings)
 	return err == nil && len(s.seeds) > 0
 }
+
+// given reports whether --kafka-brokers names a seed broker, as start reads it.
+func (k *kafkaBackend) given() bool {
+	for _, s := range strings.Split(k.brokers, ",") {
+		if strings.TrimSpace(s) != "" {
+			return true
+		}
+	}
+	return false
+}

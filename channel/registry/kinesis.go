@@ -87,3 +87,5 @@ func (k *kinesisBackend) open(ctx context.Context, b config.Broker) (channel.Cha
 }
 
 func (k *kinesisBackend) close(context.Context) error { return nil }
+
+func (k *kinesisBackend) given() bool { return k.checkpointDir != "" }

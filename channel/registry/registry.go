@@ -84,6 +84,9 @@ type backend interface {
 	// check parses and validates a broker's settings, before anything is opened: an error
 	// names the key at fault (and a key the backend does not read).
 	check(s config.Settings) error
+	// given reports whether the flags that configure the backend were given, as start
+	// would see them, without starting anything.
+	given() bool
 }
 
 // env is what the registry hands every backend at start.
@@ -280,6 +283,30 @@ func onlyKeys(s config.Settings, known ...string) error {
 		}
 	}
 	return nil
+}
+
+// Needs returns what configures the backend broker b runs on (b.Channel, or --channel's
+// when it names none) when the parsed flags do not, as Open would refuse it: "" when
+// they do, or b needs none. It starts nothing: `sluice validate` uses it to say which
+// objects' readiness depends on a flag it was not given. An unknown --channel, or one
+// its flags do not configure, is the error Start returns.
+func (r *Registry) Needs(b config.Broker) (string, error) {
+	def, ok := r.lookup(r.def)
+	if !ok {
+		return "", fmt.Errorf("--channel %q: %s", r.def, r.unknown())
+	}
+	if !def.b.given() {
+		return "", fmt.Errorf("--channel %s needs %s", def.name, def.b.needs())
+	}
+	name := b.Channel
+	if name == config.ChannelDefault {
+		name = r.def
+	}
+	e, ok := r.lookup(name)
+	if !ok || e.b.given() || standalone(e.b, b) {
+		return "", nil // an unknown backend is the configuration's error (config.Load)
+	}
+	return e.b.needs(), nil
 }
 
 // Close releases the backends in the reverse order of their start: the embedded NATS

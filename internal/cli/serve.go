@@ -177,7 +177,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			log.Error("closing the channel backends", "err", err)
 		}
 	}()
-	obs, err := f.observe.start(log, gathered)
+	var srv *broker.Server // set below, before the dashboard's sampler starts
+	obs, err := f.observe.start(log, gathered, func() map[string]string { return srv.NotReady() })
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	srv, err := broker.NewServer(append(secOpts,
+	srv, err = broker.NewServer(append(secOpts,
 		broker.WithChannelOpener(f.channels.Open),
 		broker.WithLogger(log),
 		broker.WithRegisterer(reg),

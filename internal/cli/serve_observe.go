@@ -35,10 +35,10 @@ type observers struct {
 	close  func() // exports the spans left; call after the broker server has shut down
 }
 
-// start makes the dashboard's monitor of the metrics of reg, and starts tracing when
-// --otlp-endpoint is set.
-func (o *observeFlags) start(log *slog.Logger, reg prometheus.Gatherer) (*observers, error) {
-	mon, err := ui.New(ui.WithGatherer(reg))
+// start makes the dashboard's monitor of the metrics of reg and of the brokers notReady
+// names, and starts tracing when --otlp-endpoint is set.
+func (o *observeFlags) start(log *slog.Logger, reg prometheus.Gatherer, notReady func() map[string]string) (*observers, error) {
+	mon, err := ui.New(ui.WithGatherer(reg), ui.WithNotReady(notReady))
 	if err != nil {
 		return nil, err
 	}

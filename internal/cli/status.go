@@ -22,8 +22,10 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show every object a running 'sluice serve' runs, ready or not and why",
 		Long: `Ask a running 'sluice serve' (GET /status) for the objects of its configuration and
-print them like 'sluice validate' does, with what failed at run time on top (a channel
-that would not open). The exit status is 1 if any object is not ready.`,
+print them like 'sluice validate' does, with what fails at run time on top: a channel
+that would not open, or one that cannot store events now (its Kafka cluster or NATS
+server unreachable), for as long as ingress answers its senders 503. The exit status is
+1 if any object is not ready.`,
 		Example: `  sluice status --addr 127.0.0.1:8080
   sluice status -o json`,
 		Args: cobra.NoArgs,
