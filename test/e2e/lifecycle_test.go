@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,4 +222,26 @@ func TestReload(t *testing.T) {
 		t.Fatalf("trigger a: %d distinct events delivered of %d accepted", len(seen), n)
 	}
 	t.Logf("trigger a: all %d accepted events delivered across four reloads", n)
+}
+
+// TestServeKeepsSysmonAwake checks that `sluice serve` re-executes itself with the
+// runtime setting that keeps sysmon out of deep sleep (internal/sysmon): same PID, the
+// setting in its environment, no scheduler trace printed, and it serves events.
+func TestServeKeepsSysmonAwake(t *testing.T) {
+	sub := newSubscriber(t, nil)
+	b := startBroker(t, "--config", writeConfig(t, brokerYAML("", [3]string{"all", "", sub.URL})))
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	if !strings.Contains(string(env), "GODEBUG=schedtrace=2147483647") && !strings.Contains(string(env), ",schedtrace=2147483647") {
+		t.Errorf("serve's environment has no schedtrace setting: %q", strings.ReplaceAll(string(env), "\x00", " "))
+	}
+	if status, body := postBinary(t, b.base+"/default/default", ceHeaders("1", "t"), []byte("{}")); status != 202 {
+		t.Fatalf("event: %d %s", status, body)
+	}
+	sub.waitFor(t, 1, 5*time.Second)
+	if strings.Contains(b.logs.String(), "SCHED ") {
+		t.Errorf("the runtime printed a scheduler trace:\n%s", b.logs)
+	}
 }
