@@ -75,7 +75,13 @@ PingSource and the ConfigMaps they name. Each object stands alone: one that is n
 is logged and the rest run ('sluice status' lists them). Refs resolve to the objects of
 the configuration, the --refs file, config-kreference-mapping, or (for a Service only)
 --ref-url-template; any other ref is an error. The config and the refs file are watched
-and reloaded without dropping events.`,
+and reloaded without dropping events.
+
+Runtime settings it makes: the Go memory limit is set from --memory-limit (× 1.5 +
+64 MiB) unless GOMEMLIMIT is set, and 'sluice serve' re-executes itself once, same PID,
+with GODEBUG=schedtrace=2147483647 added, which keeps the Go runtime's monitor out of
+deep sleep and cuts CPU per event at moderate rates (docs/decisions/0010-sysmon-reexec.md);
+GODEBUG=schedtrace=0 in the environment opts out.`,
 		Example: `  sluice serve --config examples/demo.yaml
   curl -i http://127.0.0.1:8080/default/default -H 'ce-specversion: 1.0' -H 'ce-id: 1' \
        -H 'ce-source: /cli' -H 'ce-type: io.triggermesh.perf.drill' -d '{"hello":"world"}'`,

@@ -24,7 +24,7 @@ const module = "github.com/sluice-broker/sluice"
 var rules = []struct {
 	pkgs, imports []string
 }{
-	{[]string{"cmd/sluice"}, []string{"internal/cli"}},
+	{[]string{"cmd/sluice"}, []string{"internal/cli", "internal/sysmon"}},
 	{[]string{"event"}, []string{"internal/httpascii"}},
 	{[]string{"filter"}, []string{"event"}},
 	{[]string{"config"}, []string{"filter"}},
@@ -41,7 +41,7 @@ var rules = []struct {
 	{[]string{"broker"}, []string{"channel", "config", "delivery", "event", "filter", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tracing"}},
 	{[]string{"auth"}, []string{"broker", "config", "filter"}},
 	{[]string{"internal/httpserver"}, []string{"internal/cpubusy", "internal/httpascii", "internal/tlsfiles"}},
-	{[]string{"internal/tlsfiles", "internal/tlsfiles/tlstest", "internal/httpascii", "internal/cpubusy", "internal/ratelog", "internal/bytesize", "internal/redact", "internal/syncbuf", "internal/deps"}, nil},
+	{[]string{"internal/tlsfiles", "internal/tlsfiles/tlstest", "internal/httpascii", "internal/cpubusy", "internal/ratelog", "internal/bytesize", "internal/redact", "internal/syncbuf", "internal/sysmon", "internal/deps"}, nil},
 	{[]string{"internal/cli"}, []string{"auth", "broker", "channel/registry", "config", "delivery", "internal/bytesize", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tlsfiles", "internal/tracing", "loadtest/*", "source/ping", "ui"}},
 	{[]string{"loadtest/*"}, []string{"event", "internal/httpserver", "loadtest/*"}},
 	{[]string{"scripts/benchsuite", "scripts/securebench"}, []string{"internal/sluicetest", "loadtest/*"}},
