@@ -270,9 +270,9 @@ func (l *loader) object(file string, index int, js []byte) {
 	case k.group == group && version == k.version:
 	case k.group == group && contains(k.older, version):
 		p.status.Reason = fmt.Sprintf("apiVersion %s is an older Knative version; read as %s, whose fields Sluice reads are the same", obj.APIVersion, k.apiVersion())
-	case differingVersions[obj.APIVersion+" "+obj.Kind] != "":
+	case differingVersion(obj.APIVersion+" "+obj.Kind) != "":
 		p.fail("apiVersion %q of %s was removed from Knative and its schema differs (%s); rewrite it as %s",
-			obj.APIVersion, obj.Kind, differingVersions[obj.APIVersion+" "+obj.Kind], k.apiVersion())
+			obj.APIVersion, obj.Kind, differingVersion(obj.APIVersion+" "+obj.Kind), k.apiVersion())
 		return
 	default:
 		p.fail("apiVersion %q is not supported for %s; use %s", obj.APIVersion, obj.Kind, k.apiVersion())

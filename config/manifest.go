@@ -82,20 +82,33 @@ var kinds = map[string]kindInfo{
 	kindConfigMap:    {"", "v1", nil, nil},
 }
 
-// differingVersions are older versions of the kinds Sluice runs, removed from Knative,
-// whose schema differs from the current version's: "group/version Kind" → what differs.
-// Sluice refuses them, naming the version to use.
-var differingVersions = map[string]string{
-	groupEventing + "/v1alpha1 " + kindBroker:        "spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template",
-	groupEventing + "/v1alpha1 " + kindTrigger:       "spec.filter.sourceAndType became spec.filter.attributes",
-	groupMessaging + "/v1alpha1 " + kindChannel:      "spec.subscribable became spec.subscribers",
-	groupMessaging + "/v1alpha1 " + kindInMemory:     "spec.subscribable became spec.subscribers",
-	groupMessaging + "/v1alpha1 " + kindKafkaChannel: "spec.subscribable became spec.subscribers",
-	groupMessaging + "/v1alpha1 " + kindSubscription: "its subscriber and reply became Destinations",
-	groupFlows + "/v1alpha1 " + kindSequence:         "its steps and reply became Destinations",
-	groupFlows + "/v1alpha1 " + kindParallel:         "its branches and reply became Destinations",
-	groupSources + "/v1alpha2 " + kindPingSource:     "spec.jsonData became spec.data",
-	groupSources + "/v1beta1 " + kindPingSource:      "spec.jsonData became spec.data",
+// differingVersion says what differs between an older version of a kind Sluice runs,
+// removed from Knative, and the current version ("" if the version is not one of them):
+// key is "group/version Kind". Sluice refuses such versions, naming the version to use.
+func differingVersion(key string) string {
+	switch key {
+	case groupEventing + "/v1alpha1 " + kindBroker:
+		return "spec.channelTemplateSpec became spec.config, a ConfigMap holding the channel template"
+	case groupEventing + "/v1alpha1 " + kindTrigger:
+		return "spec.filter.sourceAndType became spec.filter.attributes"
+	case groupMessaging + "/v1alpha1 " + kindChannel:
+		return "spec.subscribable became spec.subscribers"
+	case groupMessaging + "/v1alpha1 " + kindInMemory:
+		return "spec.subscribable became spec.subscribers"
+	case groupMessaging + "/v1alpha1 " + kindKafkaChannel:
+		return "spec.subscribable became spec.subscribers"
+	case groupMessaging + "/v1alpha1 " + kindSubscription:
+		return "its subscriber and reply became Destinations"
+	case groupFlows + "/v1alpha1 " + kindSequence:
+		return "its steps and reply became Destinations"
+	case groupFlows + "/v1alpha1 " + kindParallel:
+		return "its branches and reply became Destinations"
+	case groupSources + "/v1alpha2 " + kindPingSource:
+		return "spec.jsonData became spec.data"
+	case groupSources + "/v1beta1 " + kindPingSource:
+		return "spec.jsonData became spec.data"
+	}
+	return ""
 }
 
 // apiVersion is the current apiVersion of k.

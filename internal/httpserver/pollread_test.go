@@ -122,9 +122,10 @@ func TestHandoffWhileSaturated(t *testing.T) {
 			t.Fatalf("GET %d: %s", i, resp.Status)
 		}
 	}
+	// begin precedes the request: the idle timeout cannot start earlier.
+	begin := time.Now()
 	conn := dialDo(t, s.Addr().String(), "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n") // answered
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))                           // bounds a hang: never closed
-	begin := time.Now()
 	if !s.acceptor.polling.Load() {
 		t.Fatal("the acceptor stopped polling: the test measures nothing")
 	}

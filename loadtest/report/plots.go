@@ -53,8 +53,8 @@ type Span struct {
 	Color    int // index into the palette, +1
 }
 
-// markColor draws fault marks.
-var markColor = color.RGBA{R: 0xc6, G: 0x28, B: 0x28, A: 0xff}
+// markColor is the color fault marks are drawn in.
+func markColor() color.RGBA { return color.RGBA{R: 0xc6, G: 0x28, B: 0x28, A: 0xff} }
 
 // markPlotter draws a Mark; its data range keeps X in view. Row staggers the labels
 // of several marks.
@@ -67,9 +67,9 @@ type markPlotter struct {
 func (m markPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
 	x := trX(m.X)
-	c.StrokeLine2(draw.LineStyle{Color: markColor, Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}, x, c.Min.Y, x, c.Max.Y)
+	c.StrokeLine2(draw.LineStyle{Color: markColor(), Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}, x, c.Min.Y, x, c.Max.Y)
 	sty := p.X.Tick.Label
-	sty.Color = markColor
+	sty.Color = markColor()
 	sty.Font.Size = vg.Points(9)
 	sty.XAlign, sty.YAlign = draw.XLeft, draw.YBottom
 	c.FillText(sty, vg.Point{X: x + vg.Points(3), Y: c.Max.Y - vg.Points(float64(11+11*(m.row%4)))}, m.Label)

@@ -56,11 +56,15 @@ func runSluice(t *testing.T, args ...string) (string, error) {
 // `sluice receive` processes; `sluice receive --merge` combines their reports. The
 // test asserts on counts only: every scheduled request sent and accepted, every event
 // received (by both receivers: once plus one duplicate), none lost; and an agent
-// address that refuses makes the controller exit non-zero naming it.
+// address that refuses makes the controller exit non-zero naming it (that run goes to a
+// third receiver, whose report the merge also reads).
 func TestDistributedLoad(t *testing.T) {
 	dir := t.TempDir()
-	recv := []string{freePort(t), freePort(t)}
-	files := []string{filepath.Join(dir, "r1.json"), filepath.Join(dir, "r2.json")}
+	// recv[0] and recv[1] get the broker's deliveries; recv[2] gets the failing run's
+	// events straight from the agents: a receiver counts its quiet periods from its first
+	// event, so one fed by that run as well could stop before the main run's events came.
+	recv := []string{freePort(t), freePort(t), freePort(t)}
+	files := []string{filepath.Join(dir, "r1.json"), filepath.Join(dir, "r2.json"), filepath.Join(dir, "r3.json")}
 	var recvExit []chan error
 	for i, addr := range recv {
 		_, _, ex := startProc(t, "receive", "--addr", addr, "--quiet-periods", "3", "--period", "2s", "-o", files[i])
@@ -83,7 +87,7 @@ func TestDistributedLoad(t *testing.T) {
 
 	// An agent that refuses: the other two run their shares, the controller names it.
 	out, err := runSluice(t, "load", "--agents", strings.Join([]string{agents[0], agents[1], refused}, ","),
-		"--target", "http://"+recv[0]+"/", "--rate", "300", "--duration", "2s", "--connections", "8", "--run", "e2e-fail", "--quiet")
+		"--target", "http://"+recv[2]+"/", "--rate", "300", "--duration", "2s", "--connections", "8", "--run", "e2e-fail", "--quiet")
 	if err == nil || !strings.Contains(out, refused) || !strings.Contains(out, "1 of 3 agents failed") {
 		t.Fatalf("controller with a refusing agent: err %v, output:\n%s", err, out)
 	}

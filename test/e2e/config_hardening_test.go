@@ -56,7 +56,7 @@ spec:
 `, target, from))
 	}
 	policyFile := filepath.Join(cfgDir, "policy.yaml")
-	writeAtomic(t, policyFile, policy("guarded", "ali*ce")) // a wildcard only at the end: invalid
+	writeAtomic(t, policyFile, policy("guarded", "ali*ce")) // a wildcard not at the end: invalid
 
 	s := startTLSSluice(t, alice.c, "--config", cfgDir, "--reload-interval", "50ms",
 		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clientCAFile, "--auth-default", "allow-all")

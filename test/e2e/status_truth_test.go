@@ -62,16 +62,17 @@ type readiness struct {
 	statusReason string // the default/default Broker's reason
 	cli          int    // `sluice status` exit code
 	cliOut       string
-	ui           bool // /ui/snapshot.json's default/default broker "ready"
+	uiListed     bool // /ui/snapshot.json lists the default/default broker
+	ui           bool // and says it is "ready"
 	uiReason     string
 }
 
 func (r readiness) allReady() bool {
-	return r.readyz == http.StatusOK && r.status && r.cli == 0 && r.ui
+	return r.readyz == http.StatusOK && r.status && r.cli == 0 && r.uiListed && r.ui
 }
 
 func (r readiness) noneReady() bool {
-	return r.readyz == http.StatusServiceUnavailable && !r.status && r.cli == 1 && !r.ui
+	return r.readyz == http.StatusServiceUnavailable && !r.status && r.cli == 1 && r.uiListed && !r.ui
 }
 
 // notReadyFor is the state of a sluice whose default/default broker every view says
@@ -91,8 +92,8 @@ func notReadyFor(why string) func(readiness) bool {
 }
 
 func (r readiness) String() string {
-	return fmt.Sprintf("/readyz %d %q; /status ready=%v reason %q; sluice status exit %d %q; /ui ready=%v reason %q",
-		r.readyz, r.readyzBody, r.status, r.statusReason, r.cli, r.cliOut, r.ui, r.uiReason)
+	return fmt.Sprintf("/readyz %d %q; /status ready=%v reason %q; sluice status exit %d %q; /ui listed=%v ready=%v reason %q",
+		r.readyz, r.readyzBody, r.status, r.statusReason, r.cli, r.cliOut, r.uiListed, r.ui, r.uiReason)
 }
 
 // readinessOf asks b's four views.
@@ -152,10 +153,9 @@ func readinessOf(t *testing.T, b *broker) readiness {
 	if err := json.Unmarshal(body, &snap); err != nil {
 		t.Fatalf("/ui/snapshot.json: %v: %s", err, body)
 	}
-	r.ui = true // a broker the dashboard does not list yet is not marked not ready
 	for _, br := range snap.Brokers {
 		if br.Name == "default/default" {
-			r.ui, r.uiReason = br.Ready, br.NotReadyReason
+			r.uiListed, r.ui, r.uiReason = true, br.Ready, br.NotReadyReason
 		}
 	}
 	return r
@@ -201,8 +201,8 @@ func TestStatusKafkaUnreachable(t *testing.T) {
 	}
 }
 
-// natsAt runs a NATS server with JetStream on 127.0.0.1:port storing under dir, until
-// the test ends or it is shut down.
+// natsAt runs a NATS server with JetStream on 127.0.0.1:port (a port of its choosing if
+// port is -1) storing under dir, until the test ends or it is shut down.
 func natsAt(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{
@@ -222,8 +222,10 @@ func natsAt(t *testing.T, port int, dir string) *server.Server {
 // TestStatusJetStreamServerDown: a broker on an external NATS server is not ready in
 // every view while the server is down, and ready again once it is back.
 func TestStatusJetStreamServerDown(t *testing.T) {
-	port, dir := closedPort(t), t.TempDir()
-	ns := natsAt(t, port, dir)
+	// NATS picks its port, and comes back on the same one: no port is probed and released.
+	dir := t.TempDir()
+	ns := natsAt(t, server.RANDOM_PORT, dir)
+	port := ns.Addr().(*net.TCPAddr).Port
 	sub := newSubscriber(t, nil)
 	cfg := writeConfig(t, brokerYAML("", [3]string{"all", "", sub.URL}))
 	b := startServe(t, "--config", cfg, "--channel", "jetstream", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", port),
