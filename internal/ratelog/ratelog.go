@@ -45,10 +45,10 @@ type kind struct {
 }
 
 // New returns a Logger writing warnings to l.
-func New(l *slog.Logger) *Logger { return NewLevel(l, slog.LevelWarn) }
+func New(l *slog.Logger) *Logger { return newLevel(l, slog.LevelWarn) }
 
-// NewLevel returns a Logger writing to l at level: Warn logs at that level.
-func NewLevel(l *slog.Logger, level slog.Level) *Logger {
+// newLevel returns a Logger writing to l at level: Warn logs at that level.
+func newLevel(l *slog.Logger, level slog.Level) *Logger {
 	return &Logger{l: l, every: Every, level: level, now: time.Now,
 		afterFunc: func(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) },
 		kinds:     map[string]*kind{}}
