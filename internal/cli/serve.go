@@ -146,6 +146,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return fmt.Errorf("listening on %s: %w", f.addr, err)
 	}
 	defer ln.Close() // on every early return; hs.Serve closes it too
+	if err := checkDenyOwnIngress(f.denyEgress, ln.Addr().String()); err != nil {
+		return err
+	}
 	clog := newConfigLog(log)
 	cfg := config.Default()
 	var cfgOpts []config.Option
