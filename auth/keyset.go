@@ -22,6 +22,10 @@ const MinRefetch = 10 * time.Second
 // maxJWKSBytes bounds a fetched JWKS document.
 const maxJWKSBytes = 1 << 20
 
+// FetchTimeout bounds one fetch of the issuer's key set or discovery document when
+// KeySource.Client is nil.
+const FetchTimeout = 10 * time.Second
+
 // remoteKeys is the key set at a JWKS URL, an oidc.KeySet. Unlike go-oidc's
 // RemoteKeySet, which fetches the set again for every token naming an unknown key, it
 // fetches at most once per MinRefetch: a sender cannot make Sluice fetch the set once
@@ -34,10 +38,16 @@ type remoteKeys struct {
 	every  time.Duration
 	now    func() time.Time
 
-	fetchMu sync.Mutex // one fetch at a time
-	mu      sync.Mutex // guards keys and fetched
-	keys    []jose.JSONWebKey
-	fetched time.Time // when the last fetch began; zero before the first
+	mu       sync.Mutex // guards keys, fetched and inflight
+	keys     []jose.JSONWebKey
+	fetched  time.Time // when the last fetch began; zero before the first
+	inflight *flight   // the fetch under way (one at a time); nil when none
+}
+
+// flight is one fetch of the key set: done is closed when it ends, err then says how.
+type flight struct {
+	done chan struct{}
+	err  error
 }
 
 func newRemoteKeys(ctx context.Context, jwksURL string, client *http.Client, now func() time.Time) *remoteKeys {
@@ -46,7 +56,7 @@ func newRemoteKeys(ctx context.Context, jwksURL string, client *http.Client, now
 		algs[i] = jose.SignatureAlgorithm(a)
 	}
 	if client == nil {
-		client = http.DefaultClient
+		client = &http.Client{Timeout: FetchTimeout}
 	}
 	return &remoteKeys{url: jwksURL, client: client, ctx: ctx, algs: algs, every: MinRefetch, now: now}
 }
@@ -54,7 +64,9 @@ func newRemoteKeys(ctx context.Context, jwksURL string, client *http.Client, now
 // VerifySignature verifies raw's signature with a key of the set and returns its
 // payload. A token whose key the set lacks makes it fetch the set again, unless it
 // was fetched less than MinRefetch ago.
-func (k *remoteKeys) VerifySignature(_ context.Context, raw string) ([]byte, error) {
+// A fetch runs apart from the request (bounded by the verifier's context and the
+// client's timeout): the request waits for it only until ctx ends.
+func (k *remoteKeys) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
 	jws, err := jose.ParseSignedCompact(raw, k.algs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
@@ -67,7 +79,7 @@ func (k *remoteKeys) VerifySignature(_ context.Context, raw string) ([]byte, err
 	if p, ok := k.verify(jws, kid); ok {
 		return p, nil
 	}
-	fetched, err := k.refresh(asked)
+	fetched, err := k.refresh(ctx, asked)
 	if err != nil {
 		return nil, err
 	}
@@ -99,31 +111,54 @@ func (k *remoteKeys) verify(jws *jose.JSONWebSignature, kid string) ([]byte, boo
 
 // refresh fetches the set again, unless a fetch began after asked (its keys are the
 // newest) or less than every before now. It reports whether the keys may have changed
-// since asked.
-func (k *remoteKeys) refresh(asked time.Time) (bool, error) {
-	k.fetchMu.Lock()
-	defer k.fetchMu.Unlock()
-	now := k.now()
-	k.mu.Lock()
-	last := k.fetched
-	switch {
-	case last.After(asked):
+// since asked. It waits for a fetch under way, or the one it starts, until ctx ends.
+func (k *remoteKeys) refresh(ctx context.Context, asked time.Time) (bool, error) {
+	for {
+		k.mu.Lock()
+		if f := k.inflight; f != nil {
+			k.mu.Unlock()
+			select {
+			case <-f.done:
+				continue // look again: that fetch may have begun before asked
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
+		now := k.now()
+		last := k.fetched
+		switch {
+		case last.After(asked):
+			k.mu.Unlock()
+			return true, nil // fetched while this token waited
+		case !last.IsZero() && now.Sub(last) < k.every:
+			k.mu.Unlock()
+			return false, nil
+		}
+		k.fetched = now
+		f := &flight{done: make(chan struct{})}
+		k.inflight = f
 		k.mu.Unlock()
-		return true, nil // fetched while this token waited
-	case !last.IsZero() && now.Sub(last) < k.every:
-		k.mu.Unlock()
-		return false, nil
+		go k.run(f)
+		select {
+		case <-f.done:
+			return f.err == nil, f.err
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
-	k.fetched = now
-	k.mu.Unlock()
+}
+
+// run fetches the set for flight f, keeps the keys it got and ends f.
+func (k *remoteKeys) run(f *flight) {
 	keys, err := k.fetch()
-	if err != nil {
-		return false, err
-	}
 	k.mu.Lock()
-	k.keys = keys
+	if err == nil {
+		k.keys = keys
+	}
+	k.inflight = nil
+	f.err = err
 	k.mu.Unlock()
-	return true, nil
+	close(f.done)
 }
 
 // fetch GETs the key set.

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -200,5 +201,55 @@ func TestInternalIdentity(t *testing.T) {
 	}
 	if d := a.AuthorizeSender(sub, "shop/orders"); d.Status != http.StatusForbidden {
 		t.Errorf("AuthorizeSender, a policy that does not name it: %+v", d)
+	}
+}
+
+// TestRemoteJWKSHungFetchHonoursCtx: while the issuer's key server hangs, a
+// verification of a token naming an unknown key returns its ctx's error once ctx
+// ends, whether it started the fetch or waits for another's.
+func TestRemoteJWKSHungFetchHonoursCtx(t *testing.T) {
+	is := newIssuer(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	life, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	k := newRemoteKeys(life, srv.URL, srv.Client(), time.Now)
+
+	// The first starts the fetch; the second finds it under way and waits for it.
+	for _, name := range []string{"starts the fetch", "waits for the fetch"} {
+		t.Run(name, func(t *testing.T) {
+			tok, _ := signedWithNewKey(t, is.url, randomKid(t))
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				_, err := k.VerifySignature(ctx, tok)
+				errc <- err
+			}()
+			time.Sleep(10 * time.Millisecond) // lets it reach the fetch; the verdict does not depend on it
+			cancel()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v, want ctx's error %v", err, context.Canceled)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a verification whose ctx ended still waits for the hung key server")
+			}
+		})
+	}
+}
+
+// TestRemoteJWKSDefaultClientTimesOut: with no client given, key fetches time out.
+func TestRemoteJWKSDefaultClientTimesOut(t *testing.T) {
+	k := newRemoteKeys(context.Background(), "https://issuer.invalid/keys", nil, time.Now)
+	if k.client.Timeout != FetchTimeout {
+		t.Fatalf("default client timeout %v, want %v", k.client.Timeout, FetchTimeout)
 	}
 }

@@ -49,8 +49,8 @@ type claims struct {
 // /.well-known/openid-configuration, then its jwks_uri as a JWKSURL).
 type KeySource struct {
 	JWKSURL, JWKSFile string
-	// Client fetches the JWKS URL or the discovery document; nil means
-	// http.DefaultClient.
+	// Client fetches the JWKS URL or the discovery document; nil means a client
+	// whose fetches time out after FetchTimeout.
 	Client *http.Client
 	// AllowHTTP accepts plain-HTTP JWKS and discovery URLs (--oidc-allow-http): for
 	// tests and local setups only, as anyone on the path could substitute the keys.
@@ -66,9 +66,10 @@ func NewVerifier(ctx context.Context, issuer string, keys KeySource) (*Verifier,
 	if keys.JWKSURL != "" && keys.JWKSFile != "" {
 		return nil, errors.New("--oidc-jwks-url and --oidc-jwks-file: give one")
 	}
-	if keys.Client != nil {
-		ctx = oidc.ClientContext(ctx, keys.Client)
+	if keys.Client == nil {
+		keys.Client = &http.Client{Timeout: FetchTimeout}
 	}
+	ctx = oidc.ClientContext(ctx, keys.Client)
 	out := &Verifier{issuer: issuer, now: time.Now, cache: map[string]claims{}}
 	cfg := &oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: signingAlgs, Now: func() time.Time { return out.now() }}
 	var ks oidc.KeySet

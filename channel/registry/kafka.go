@@ -86,7 +86,10 @@ func parseKafka(s config.Settings) (kafkaSettings, error) {
 				continue
 			}
 			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 1 || n > f.max {
+			if err != nil {
+				return out, fmt.Errorf("%s: %q is not an integer from 1 to %d: %w", key, v, f.max, err)
+			}
+			if n < 1 || n > f.max {
 				return out, fmt.Errorf("%s: %q is not an integer from 1 to %d", key, v, f.max)
 			}
 			*f.to = n

@@ -2,8 +2,10 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,6 +84,34 @@ func TestParseKafka(t *testing.T) {
 			}
 			if !slices.Equal(got.seeds, tt.want.seeds) || got.parts != tt.want.parts || got.rf != tt.want.rf || got.topic != tt.want.topic {
 				t.Errorf("parseKafka(%v) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseKafkaErrors: a bad number names its key and the limit, and keeps the
+// parse error (errors.As finds the *strconv.NumError).
+func TestParseKafkaErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      config.Settings
+		want    string
+		numeric bool // the error wraps a *strconv.NumError
+	}{
+		{"not a number", config.Settings{keyCMPartitions: "ten"}, keyCMPartitions + `: "ten" is not an integer from 1 to 2147483647`, true},
+		{"too large for int", config.Settings{keySpecReplication: "99999999999999999999"}, keySpecReplication + `: "99999999999999999999" is not an integer from 1 to 32767`, true},
+		{"zero", config.Settings{keySpecPartitions: "0"}, keySpecPartitions + `: "0" is not an integer from 1 to 2147483647`, false},
+		{"past int16", config.Settings{keyCMReplication: "40000"}, keyCMReplication + `: "40000" is not an integer from 1 to 32767`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseKafka(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+			var ne *strconv.NumError
+			if got := errors.As(err, &ne); got != tt.numeric {
+				t.Fatalf("errors.As(%v, *strconv.NumError) = %v, want %v", err, got, tt.numeric)
 			}
 		})
 	}

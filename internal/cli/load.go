@@ -347,13 +347,21 @@ func runAgent(cmd *cobra.Command, listen string) error {
 	a := agent.New(cmd.Context(), optionsFromSpec)
 	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: time.Minute}
 	fmt.Fprintf(cmd.ErrOrStderr(), "load agent: listening on %s\n", ln.Addr())
-	go func() {
-		<-cmd.Context().Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	served := make(chan error, 1) // Serve's end: waited for before returning
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("agent: %w", err)
+	case <-cmd.Context().Done():
+	}
+	// Let requests under way finish for 5 s, then close their connections: nothing of
+	// the server outlives the command.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/internal/bytesize"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 	"github.com/sluice-broker/sluice/internal/redact"
 	"github.com/sluice-broker/sluice/source/ping"
 )
@@ -152,6 +153,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return fmt.Errorf("listening on %s: %w", f.addr, err)
 	}
 	defer ln.Close() // on every early return; hs.Serve closes it too
+	if err := checkDenyOwnIngress(f.denyEgress, ln.Addr().String()); err != nil {
+		return err
+	}
 	clog := newConfigLog(log)
 	cfg := config.Default()
 	var cfgOpts []config.Option
@@ -225,12 +229,17 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 
 	handler := routes(srv.Handler(), promhttp.HandlerFor(gathered, promhttp.HandlerOpts{Registry: reg}), f.pprof)
-	handler = obs.withUI(handler)                                     // GET /ui: the dashboard, ahead of ingress
-	if handler, err = f.security.guardOps(handler, log); err != nil { // --ops-token-file
+	handler = obs.withUI(handler) // GET /ui: the dashboard, ahead of ingress
+	// Refused operator requests and failed TLS handshakes, at most once per
+	// ratelog.Every each; closed once the servers have stopped (deferred before bg.Wait
+	// below, so it runs after), writing the counts still pending.
+	warn := ratelog.New(log)
+	defer warn.Close()
+	if handler, err = f.security.guardOps(handler, warn); err != nil { // --ops-token-file
 		srv.Shutdown(ctx)
 		return err
 	}
-	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log)
+	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log, warn)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err

@@ -47,10 +47,10 @@ func isOpsPath(path string) bool {
 // opsGuard answers 401 to a request for an operator endpoint (isOpsPath) that does not
 // carry token: as "Authorization: Bearer <token>", or as the password of HTTP Basic
 // authentication (any user name), which a browser asks for on /ui. Other paths go to
-// next untouched. Refusals are logged at most once per ratelog.Every, with a count.
-func opsGuard(next http.Handler, token string, log *slog.Logger) http.Handler {
+// next untouched. Refusals are logged to refused: at most once per ratelog.Every, with
+// a count.
+func opsGuard(next http.Handler, token string, refused *ratelog.Logger) http.Handler {
 	want := []byte(token)
-	refused := ratelog.New(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isOpsPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
@@ -116,8 +116,8 @@ type serverErrorLog struct {
 	handshake *ratelog.Logger
 }
 
-func newServerErrorLog(log *slog.Logger) *serverErrorLog {
-	return &serverErrorLog{log: log, handshake: ratelog.New(log)}
+func newServerErrorLog(log *slog.Logger, handshake *ratelog.Logger) *serverErrorLog {
+	return &serverErrorLog{log: log, handshake: handshake}
 }
 
 func (s *serverErrorLog) Write(p []byte) (int, error) {

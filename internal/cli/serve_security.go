@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/internal/httpserver"
+	"github.com/sluice-broker/sluice/internal/ratelog"
 	"github.com/sluice-broker/sluice/source/ping"
 )
 
@@ -56,7 +57,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 }
 
 // serverOptions are the HTTP server's options from the flags.
-func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
+func (f *securityFlags) serverOptions(log *slog.Logger, warn *ratelog.Logger) []httpserver.Option {
 	opts := []httpserver.Option{
 		httpserver.WithReadHeaderTimeout(f.readHeaderTimeout),
 		httpserver.WithReadTimeout(f.readTimeout),
@@ -70,7 +71,7 @@ func (f *securityFlags) serverOptions(log *slog.Logger) []httpserver.Option {
 		// broker's admission waits inside the handler (docs/overload.md).
 		httpserver.WithRequestReuse(true),
 		// Failed TLS handshakes are logged at most once per ratelog.Every, with a count.
-		httpserver.WithErrorLog(stdlog.New(newServerErrorLog(log), "", 0)),
+		httpserver.WithErrorLog(stdlog.New(newServerErrorLog(log, warn), "", 0)),
 	}
 	if f.maxInflightBody > 0 {
 		opts = append(opts, httpserver.WithMaxInflightBodyBytes(f.maxInflightBody))
@@ -104,8 +105,8 @@ func (f *securityFlags) check(changed func(string) bool) error {
 }
 
 // guardOps puts the operator endpoints of handler behind --ops-token-file's token
-// (opsGuard); without the flag it returns handler.
-func (f *securityFlags) guardOps(handler http.Handler, log *slog.Logger) (http.Handler, error) {
+// (opsGuard), logging refusals to warn; without the flag it returns handler.
+func (f *securityFlags) guardOps(handler http.Handler, warn *ratelog.Logger) (http.Handler, error) {
 	if f.opsTokenFile == "" {
 		return handler, nil
 	}
@@ -113,7 +114,7 @@ func (f *securityFlags) guardOps(handler http.Handler, log *slog.Logger) (http.H
 	if err != nil {
 		return nil, err
 	}
-	return opsGuard(handler, tok, log), nil
+	return opsGuard(handler, tok, warn), nil
 }
 
 // plainOnly serves only the health probes and the metrics of the full handler: the plain
@@ -151,8 +152,8 @@ func ingressBaseURL(scheme, addr string) string {
 // servers returns the HTTP server on ln and, with --plain-addr, the plain one for probes
 // and metrics. connContext gives each connection of the main server's lean path its
 // context (the broker's admission turn, httpserver.WithConnContext).
-func (f *securityFlags) servers(ln net.Listener, handler http.Handler, connContext func(context.Context) (context.Context, func()), log *slog.Logger) (main, plain *httpserver.Server, err error) {
-	opts := f.serverOptions(log)
+func (f *securityFlags) servers(ln net.Listener, handler http.Handler, connContext func(context.Context) (context.Context, func()), log *slog.Logger, warn *ratelog.Logger) (main, plain *httpserver.Server, err error) {
+	opts := f.serverOptions(log, warn)
 	if main, err = httpserver.New(ln, handler, append(opts[:len(opts):len(opts)], httpserver.WithConnContext(connContext))...); err != nil {
 		return nil, nil, err
 	}

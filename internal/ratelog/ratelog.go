@@ -18,15 +18,22 @@ const Every = 10 * time.Second
 // Logger logs each kind of warning at most once per Every: the first of a period at
 // once, and, if more came in that period, one summary line at its end, "(N more like
 // this in the last 10s)" with suppressed=N, carrying the last one's message and
-// attributes. It is safe for concurrent use.
+// attributes. Close it when done with it: it stops the summaries' timers and writes
+// the pending summaries. It is safe for concurrent use.
 type Logger struct {
-	l     *slog.Logger
-	every time.Duration
-	level slog.Level
+	l         *slog.Logger
+	every     time.Duration
+	level     slog.Level
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) stopper // schedules a summary
 
-	mu    sync.Mutex
-	kinds map[string]*kind
+	mu     sync.Mutex
+	kinds  map[string]*kind
+	closed bool // no summary is scheduled any more
 }
+
+// stopper is a scheduled summary (a *time.Timer).
+type stopper interface{ Stop() bool }
 
 // kind is the state of one kind of warning.
 type kind struct {
@@ -34,21 +41,24 @@ type kind struct {
 	hushed  int       // held back since
 	msg     string    // the last one held back
 	args    []any
-	pending bool // a summary is scheduled
+	pending stopper // the summary scheduled; nil when none
 }
 
 // New returns a Logger writing warnings to l.
-func New(l *slog.Logger) *Logger { return NewLevel(l, slog.LevelWarn) }
+func New(l *slog.Logger) *Logger { return newLevel(l, slog.LevelWarn) }
 
-// NewLevel returns a Logger writing to l at level: Warn logs at that level.
-func NewLevel(l *slog.Logger, level slog.Level) *Logger {
-	return &Logger{l: l, every: Every, level: level, kinds: map[string]*kind{}}
+// newLevel returns a Logger writing to l at level: Warn logs at that level.
+func newLevel(l *slog.Logger, level slog.Level) *Logger {
+	return &Logger{l: l, every: Every, level: level, now: time.Now,
+		afterFunc: func(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) },
+		kinds:     map[string]*kind{}}
 }
 
 // Warn logs msg with args unless a warning of the same kind was logged in the last
-// Every; those held back are counted in a summary line at the end of the period.
+// Every; those held back are counted in a summary line at the end of the period (or
+// at Close, whichever comes first; after Close they are only counted).
 func (r *Logger) Warn(kindName, msg string, args ...any) {
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	k := r.kinds[kindName]
 	if k == nil {
@@ -58,9 +68,8 @@ func (r *Logger) Warn(kindName, msg string, args ...any) {
 	if !k.last.IsZero() && now.Sub(k.last) < r.every {
 		k.hushed++
 		k.msg, k.args = msg, args
-		if !k.pending {
-			k.pending = true
-			time.AfterFunc(k.last.Add(r.every).Sub(now), func() { r.summarize(kindName) })
+		if k.pending == nil && !r.closed {
+			k.pending = r.afterFunc(k.last.Add(r.every).Sub(now), func() { r.summarize(kindName) })
 		}
 		r.mu.Unlock()
 		return
@@ -73,10 +82,46 @@ func (r *Logger) Warn(kindName, msg string, args ...any) {
 // summarize logs the count of kindName's warnings held back in the period that ended.
 func (r *Logger) summarize(kindName string) {
 	r.mu.Lock()
-	k := r.kinds[kindName]
-	n, msg, args := k.hushed, k.msg, k.args
-	k.hushed, k.msg, k.args, k.pending = 0, "", nil, false
+	n, msg, args := r.takeHushed(r.kinds[kindName])
 	r.mu.Unlock()
+	r.logSummary(n, msg, args)
+}
+
+// Close stops the scheduled summaries and writes them at once. Warnings after Close
+// are still logged at most once per Every, but the others are not summarized.
+func (r *Logger) Close() {
+	type summary struct {
+		n    int
+		msg  string
+		args []any
+	}
+	var out []summary
+	r.mu.Lock()
+	r.closed = true
+	for _, k := range r.kinds {
+		if k.pending == nil {
+			continue
+		}
+		k.pending.Stop()
+		n, msg, args := r.takeHushed(k)
+		out = append(out, summary{n, msg, args})
+	}
+	r.mu.Unlock()
+	for _, s := range out {
+		r.logSummary(s.n, s.msg, s.args)
+	}
+}
+
+// takeHushed returns and clears k's held-back count, message and attributes. r.mu is
+// held.
+func (r *Logger) takeHushed(k *kind) (int, string, []any) {
+	n, msg, args := k.hushed, k.msg, k.args
+	k.hushed, k.msg, k.args, k.pending = 0, "", nil, nil
+	return n, msg, args
+}
+
+// logSummary logs the count n of warnings held back, with the last one's msg and args.
+func (r *Logger) logSummary(n int, msg string, args []any) {
 	if n == 0 {
 		return
 	}

@@ -14,7 +14,7 @@ const Mask = "xxxxx"
 
 // URL returns s with its credentials replaced by Mask: the password of the userinfo
 // (a userinfo with no password, often a token, is replaced whole) and the value of
-// every query parameter whose name looks secret (Secret). Text that does not parse as
+// every query parameter whose name looks secret (isSecret). Text that does not parse as
 // a URL is replaced whole by Mask unless it holds neither '@' nor '?'.
 func URL(s string) string {
 	if !strings.ContainsAny(s, "@?") {
@@ -58,13 +58,13 @@ func Of(u *url.URL) string {
 			c.User = url.User(Mask)
 		}
 	}
-	c.RawQuery = Query(c.RawQuery)
+	c.RawQuery = redactQuery(c.RawQuery)
 	return c.String()
 }
 
-// Query returns the raw query q with the value of each parameter whose name looks
-// secret (Secret) replaced by Mask, keeping the parameters' order.
-func Query(q string) string {
+// redactQuery returns the raw query q with the value of each parameter whose name looks
+// secret (isSecret) replaced by Mask, keeping the parameters' order.
+func redactQuery(q string) string {
 	if q == "" {
 		return q
 	}
@@ -74,7 +74,7 @@ func Query(q string) string {
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if hasValue && Secret(name) {
+		if hasValue && isSecret(name) {
 			parts[i] = url.QueryEscape(name) + "=" + Mask
 		}
 	}
@@ -85,11 +85,11 @@ func Query(q string) string {
 // make it secret.
 var secretWords = []string{"token", "key", "secret", "pass", "pwd", "signature", "credential", "auth", "session", "jwt"}
 
-// Secret reports whether a query parameter of this name holds a credential: its name,
+// isSecret reports whether a query parameter of this name holds a credential: its name,
 // lower-cased without '-' and '_', is "sig" or "code" or contains token, key, secret,
 // pass, pwd, signature, credential, auth, session or jwt (access_token, apikey,
 // X-Amz-Signature, X-Amz-Credential, password…).
-func Secret(name string) bool {
+func isSecret(name string) bool {
 	n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
 	if n == "sig" || n == "code" {
 		return true

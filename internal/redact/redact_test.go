@@ -68,7 +68,7 @@ func FuzzURL(f *testing.F) {
 		}
 		for name, vals := range u.Query() {
 			for _, v := range vals {
-				if Secret(name) && v != Mask && v != "" {
+				if isSecret(name) && v != Mask && v != "" {
 					t.Errorf("URL(%q) = %q shows %s=%q", s, out, name, v)
 				}
 			}
