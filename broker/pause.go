@@ -21,7 +21,8 @@ var ErrNoTrigger = errors.New("no such trigger or subscription")
 //	GET  /triggers/<namespace>/<name>         whether it is paused
 //
 // Each answers 200 with a TriggerState, 404 for an unknown trigger. Like /status, they
-// are behind --ops-token-file when it is set.
+// are behind --ops-token-file when it is set; without it (WithOpsGuarded false) pause
+// and resume answer 403, and only GET is served.
 const TriggersPath = "/triggers/"
 
 // TriggerState is the body of an answer of the TriggersPath endpoints.
@@ -99,6 +100,10 @@ func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		http.Error(w, "want "+TriggersPath+"<namespace>/<name>[/pause|/resume]", http.StatusNotFound)
+		return
+	}
+	if action != "" && !s.opts.opsGuarded {
+		http.Error(w, action+" is off: this server has no operator token; start it with --ops-token-file to "+action+" triggers", http.StatusForbidden)
 		return
 	}
 	key := parts[0] + "/" + parts[1]

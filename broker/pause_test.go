@@ -26,7 +26,7 @@ func pausedTriggerDoc(name, url string) string {
 // not change the annotation leaves the API's state alone, one that changes it applies it.
 func TestPauseAnnotationAndAPI(t *testing.T) {
 	sub, n := countingSubscriber(t)
-	s := newTestServer(t, nil)
+	s := newTestServer(t, nil, WithOpsGuarded(true))
 	h := s.Handler()
 	apply := func(yaml string) {
 		t.Helper()
@@ -111,7 +111,7 @@ func FuzzTriggerPath(f *testing.F) {
 	}
 	sub := httptest.NewServer(http.NotFoundHandler())
 	defer sub.Close()
-	s := newTestServer(f, nil)
+	s := newTestServer(f, nil, WithOpsGuarded(true))
 	if err := s.Apply(context.Background(), loadConfig(f, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
 		f.Fatal(err)
 	}
@@ -138,6 +138,48 @@ func FuzzTriggerPath(f *testing.F) {
 		}
 		s.SetPaused("ns/all", false)
 	})
+}
+
+// TestPauseNeedsOpsToken: without an operator token in front of it (WithOpsGuarded
+// false) the server answers 403 naming --ops-token-file to a pause or resume, and the
+// trigger keeps delivering; GET of its state stays open. With it, pause acts.
+func TestPauseNeedsOpsToken(t *testing.T) {
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	tests := []struct {
+		name    string
+		guarded bool
+		pause   int  // status of POST .../pause
+		paused  bool // the trigger's state after it
+	}{
+		{"no token", false, http.StatusForbidden, false},
+		{"token", true, http.StatusOK, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, nil, WithOpsGuarded(tt.guarded))
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler()
+			for _, action := range []string{"pause", "resume"} {
+				rec := post(h, "POST", "/triggers/ns/all/"+action, nil, "")
+				want := tt.pause
+				if rec.Code != want {
+					t.Fatalf("POST %s: %d %s, want %d", action, rec.Code, rec.Body, want)
+				}
+				if want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "--ops-token-file") {
+					t.Errorf("POST %s: %q does not name --ops-token-file", action, rec.Body)
+				}
+				if action == "pause" && s.findTrigger("ns/all").dispatcher.Paused() != tt.paused {
+					t.Errorf("after POST pause: paused %v, want %v", !tt.paused, tt.paused)
+				}
+			}
+			if rec := post(h, "GET", "/triggers/ns/all", nil, ""); rec.Code != http.StatusOK {
+				t.Errorf("GET: %d %s, want 200", rec.Code, rec.Body)
+			}
+		})
+	}
 }
 
 // TestPausedMemoryBudget: a paused trigger's events fill its memory channel's budget,
