@@ -3,16 +3,14 @@ package broker
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/sluice-broker/sluice/delivery"
 )
 
-// ErrNoTrigger is returned by SetPaused for a trigger the running configuration does
-// not have.
-var ErrNoTrigger = errors.New("no such trigger or subscription")
+// errNoTrigger is the answer for a trigger the running configuration does not have.
+var errNoTrigger = errors.New("no such trigger or subscription")
 
 // TriggersPath is the prefix of the operator endpoints of triggers:
 //
@@ -45,7 +43,9 @@ func IsTriggerPath(path string) bool {
 	return n >= 2 || n == 1 && !strings.HasSuffix(rest, "/")
 }
 
-// setPaused pauses or resumes d.
+// setPaused pauses (paused true) or resumes d: paused, it delivers nothing while its
+// events keep being stored. The state lasts until the next call, a change of the
+// trigger's sluice.dev/paused annotation, or a restart.
 func setPaused(d *delivery.Dispatcher, paused bool) {
 	if paused {
 		d.Pause()
@@ -65,20 +65,6 @@ func (s *Server) findTrigger(key string) *trigger {
 			return t
 		}
 	}
-	return nil
-}
-
-// SetPaused pauses (paused true) or resumes the trigger or subscription key
-// ("namespace/name"): paused, it delivers nothing while its events keep being stored.
-// The state lasts until the next call, a change of the trigger's sluice.dev/paused
-// annotation, or a restart. It returns an error wrapping ErrNoTrigger for a trigger the
-// running configuration does not have.
-func (s *Server) SetPaused(key string, paused bool) error {
-	t := s.findTrigger(key)
-	if t == nil {
-		return fmt.Errorf("trigger %s: %w", key, ErrNoTrigger)
-	}
-	setPaused(t.dispatcher, paused)
 	return nil
 }
 
@@ -109,7 +95,7 @@ func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 	key := parts[0] + "/" + parts[1]
 	t := s.findTrigger(key)
 	if t == nil || parts[0] == "" || parts[1] == "" {
-		http.Error(w, "trigger "+key+": "+ErrNoTrigger.Error(), http.StatusNotFound)
+		http.Error(w, "trigger "+key+": "+errNoTrigger.Error(), http.StatusNotFound)
 		return
 	}
 	if action != "" {

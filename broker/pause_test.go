@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -87,9 +86,6 @@ func TestPauseAnnotationAndAPI(t *testing.T) {
 	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
 	sluicetest.Eventually(t, 30*time.Second, "4 delivered", func() bool { return n.Load() == 4 })
 
-	if err := s.SetPaused("ns/nope", true); !errors.Is(err, ErrNoTrigger) {
-		t.Errorf("SetPaused of an unknown trigger: %v", err)
-	}
 	state("POST", "/triggers/ns/nope/pause", 404)
 	state("GET", "/triggers/ns/all/pause", 405)
 	state("POST", "/triggers/ns/all", 405)
@@ -136,7 +132,7 @@ func FuzzTriggerPath(f *testing.F) {
 		if rec.Code == 200 && !strings.HasPrefix(u.Path, "/triggers/ns/all") {
 			t.Fatalf("%s %q: 200 for another trigger", method, path)
 		}
-		s.SetPaused("ns/all", false)
+		setPaused(s.findTrigger("ns/all").dispatcher, false)
 	})
 }
 
@@ -210,9 +206,7 @@ func TestPausedMemoryBudget(t *testing.T) {
 	if accepted == 0 || n.Load() != 0 {
 		t.Fatalf("%d accepted, %d delivered while paused; want some and none", accepted, n.Load())
 	}
-	if err := s.SetPaused("ns/all", false); err != nil {
-		t.Fatal(err)
-	}
+	setPaused(s.findTrigger("ns/all").dispatcher, false)
 	sluicetest.Eventually(t, 30*time.Second, "all delivered", func() bool { return n.Load() == int64(accepted) })
 	shutdown(t, s)
 	if got := n.Load(); got != int64(accepted) {
