@@ -90,14 +90,14 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 		}
 		start = end
 	}
-	parent := ctx
+	pub := ctx
 	if b.pubWait > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
+		pub, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
 	}
-	err = b.ch.Publish(ctx, sc.envs)
-	b.stored(parent, err)
+	err = b.ch.Publish(pub, sc.envs)
+	b.stored(ctx, pub, err)
 	clear(sc.routes)
 	clear(sc.envs) // drop the event pointers
 	sc.routes, sc.envs, sc.ends = sc.routes[:0], sc.envs[:0], sc.ends[:0]

@@ -46,6 +46,7 @@ type options struct {
 	identities      Identities        // nil: none
 	checkEvery      time.Duration     // how often a channel.Checker is asked (health.go)
 	opsGuarded      bool              // WithOpsGuarded: the operator endpoints need a token
+	now             func() time.Time  // the clock of the health marks (health.go); tests set it
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
@@ -152,8 +153,16 @@ func defaultOptions() options {
 		dedupEntries:    DefaultDedupEntries,
 		logger:          slog.Default(),
 		checkEvery:      defaultCheckEvery,
+		now:             time.Now,
 	}
 }
+
+// withCheckEvery sets how often a channel.Checker is asked; 0 starts no checker, the
+// test runs checks by hand. Tests only.
+func withCheckEvery(d time.Duration) Option { return func(o *options) { o.checkEvery = d } }
+
+// withClock sets the clock the health marks are timed with; tests only.
+func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // validate is the one place options are checked; the error names the option.
 func (o *options) validate() error {
