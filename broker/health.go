@@ -73,9 +73,11 @@ func (h *storeHealth) err(now time.Time) error {
 func (b *Broker) stored(req, pub context.Context, err error) {
 	switch {
 	case err == nil:
-		if b.health.pub.Load() != nil {
+		if p := b.health.pub.Load(); p != nil {
 			b.health.pub.Store(nil)
-			b.log.Info("the channel stores events again", "broker", b.key)
+			if p.live(b.srv.opts.now()) {
+				b.log.Info("the channel stores events again", "broker", b.key)
+			}
 		}
 	case !errors.Is(err, channel.ErrUnavailable) || req.Err() != nil:
 	case pub.Err() != nil && b.health.checked && b.health.check.Load() == nil:
@@ -84,7 +86,7 @@ func (b *Broker) stored(req, pub context.Context, err error) {
 		now := b.srv.opts.now()
 		if old := b.health.pub.Swap(&refusal{err: err, at: now}); !old.live(now) {
 			// Ingress logs the error itself (storeFailed).
-			b.log.Warn("not ready: the channel cannot store events", "broker", b.key, "for_at_least", refusalTTL)
+			b.log.Warn("not ready: the channel cannot store events", "broker", b.key, "up_to", refusalTTL)
 		}
 	}
 }
