@@ -66,7 +66,6 @@ type scratch struct {
 	routes []string
 	envs   []channel.Envelope
 	ends   []int
-	keys   []dedupKey // the dedup keys of the events stored (dedup.go)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{routes: make([]string, 0, 16)} }}
@@ -91,17 +90,17 @@ func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int,
 		}
 		start = end
 	}
-	parent := ctx
+	pub := ctx
 	if b.pubWait > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.pubWait)
+		pub, cancel = context.WithTimeout(ctx, b.pubWait)
 		defer cancel()
 	}
-	err = b.ch.Publish(ctx, sc.envs)
-	b.stored(parent, err)
+	err = b.ch.Publish(pub, sc.envs)
+	b.stored(ctx, pub, err)
 	clear(sc.routes)
 	clear(sc.envs) // drop the event pointers
-	sc.routes, sc.envs, sc.ends, sc.keys = sc.routes[:0], sc.envs[:0], sc.ends[:0], sc.keys[:0]
+	sc.routes, sc.envs, sc.ends = sc.routes[:0], sc.envs[:0], sc.ends[:0]
 	scratchPool.Put(sc)
 	return unmatched, err
 }

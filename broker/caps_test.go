@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -10,22 +11,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
-// heldSubscriber is a subscriber whose requests wait until released, counting how many
-// are inside at once and the most ever inside together.
+// heldSubscriber is a subscriber whose requests wait until released (all at once, or one
+// per token), counting how many are inside at once and the most ever inside together.
 type heldSubscriber struct {
 	url       string
 	inside    atomic.Int64
 	peak      atomic.Int64
 	delivered atomic.Int64
 	gate      chan struct{}
+	tokens    chan struct{} // each lets one request through
 }
 
 func newHeldSubscriber(t *testing.T) *heldSubscriber {
 	t.Helper()
-	h := &heldSubscriber{gate: make(chan struct{})}
+	h := &heldSubscriber{gate: make(chan struct{}), tokens: make(chan struct{}, 1024)}
 	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := h.inside.Add(1)
 		for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
@@ -33,10 +38,12 @@ func newHeldSubscriber(t *testing.T) *heldSubscriber {
 		defer h.inside.Add(-1)
 		select {
 		case <-h.gate:
-			h.delivered.Add(1)
-			w.WriteHeader(http.StatusAccepted)
+		case <-h.tokens:
 		case <-r.Context().Done(): // the attempt timed out: it is retried
+			return
 		}
+		h.delivered.Add(1)
+		w.WriteHeader(http.StatusAccepted)
 	}))
 	h.url = sub.URL
 	t.Cleanup(sub.Close)
@@ -49,6 +56,55 @@ func (h *heldSubscriber) release() {
 	case <-h.gate:
 	default:
 		close(h.gate)
+	}
+}
+
+// countingChannel is a memory channel that counts the messages its consumers hand out:
+// how many events the dispatchers have taken.
+type countingChannel struct {
+	channel.Channel
+	received *atomic.Int64
+}
+
+func (c countingChannel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
+	cons, err := c.Channel.Consume(ctx, name)
+	return countingConsumer{cons, c.received}, err
+}
+
+type countingConsumer struct {
+	channel.Consumer
+	received *atomic.Int64
+}
+
+func (c countingConsumer) Receive(ctx context.Context) (channel.Message, error) {
+	m, err := c.Consumer.Receive(ctx)
+	if err == nil {
+		c.received.Add(1)
+	}
+	return m, err
+}
+
+// newCountingServer is newTestServer on countingChannels, counting into received.
+func newCountingServer(t *testing.T, received *atomic.Int64, opts ...Option) *Server {
+	t.Helper()
+	open := func(context.Context, config.Broker) (channel.Channel, error) {
+		return countingChannel{memory.New(), received}, nil
+	}
+	return newTestServer(t, nil, append(opts, WithChannelOpener(open))...)
+}
+
+// releaseOneByOne lets the subscriber's held requests through one at a time until
+// delivered counts upto, each time waiting for the next state: one more delivered, and as
+// many inside as the cap allows (capped) of what is left of total. A dispatcher sending
+// more than capped at once leaves more inside, which peak records.
+func (h *heldSubscriber) releaseOneByOne(t *testing.T, capped int, upto, total int64) {
+	t.Helper()
+	for d := h.delivered.Load(); d < upto; d++ {
+		h.tokens <- struct{}{}
+		inside := min(int64(capped), total-d-1)
+		sluicetest.Eventually(t, 30*time.Second, fmt.Sprintf("%d delivered, %d inside", d+1, inside), func() bool {
+			return h.delivered.Load() == d+1 && h.inside.Load() == inside
+		})
 	}
 }
 
@@ -77,22 +133,24 @@ func sendN(t *testing.T, h http.Handler, prefix string, n int) {
 func TestMaxInFlightAnnotation(t *testing.T) {
 	const events = 10
 	sub := newHeldSubscriber(t)
-	s := newTestServer(t, nil)
+	var received atomic.Int64
+	s := newCountingServer(t, &received)
 	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, `sluice.dev/max-in-flight: "2"`))); err != nil {
 		t.Fatal(err)
 	}
 	h := s.Handler()
 	sendN(t, h, "e", events)
-	sluicetest.Eventually(t, 30*time.Second, "2 requests at the subscriber", func() bool { return sub.inside.Load() == 2 })
-	// Room for a third, were the cap not there: the events are held by the dispatcher.
-	time.Sleep(200 * time.Millisecond)
+	// The dispatcher has taken every event (room for a third attempt, were the cap not
+	// there) and 2 are at the subscriber.
+	sluicetest.Eventually(t, 30*time.Second, "every event taken, 2 requests at the subscriber", func() bool {
+		return received.Load() == events && sub.inside.Load() == 2
+	})
 	if got, lim := sub.peak.Load(), s.findTrigger("ns/all").dispatcher.Limit(); got != 2 || lim != 2 {
 		t.Fatalf("%d requests at once, in-flight limit %d; want 2 and 2", got, lim)
 	}
-	sub.release()
-	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == events })
+	sub.releaseOneByOne(t, 2, events, events)
 	if got := sub.peak.Load(); got != 2 {
-		t.Fatalf("%d requests at once after the release, want at most 2", got)
+		t.Fatalf("%d requests at once, want at most 2", got)
 	}
 
 	// Above the server's ceiling: the server's.
@@ -111,7 +169,8 @@ func TestMaxInFlightAnnotation(t *testing.T) {
 func TestCapsReload(t *testing.T) {
 	const events = 12
 	sub := newHeldSubscriber(t)
-	s := newTestServer(t, nil, WithFixedInFlight(true))
+	var received atomic.Int64
+	s := newCountingServer(t, &received, WithFixedInFlight(true))
 	apply := func(ann string) {
 		t.Helper()
 		if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, ann))); err != nil {
@@ -121,28 +180,32 @@ func TestCapsReload(t *testing.T) {
 	h := s.Handler()
 	apply(`sluice.dev/max-in-flight: "1"`)
 	sendN(t, h, "a", events)
-	sluicetest.Eventually(t, 30*time.Second, "1 request at the subscriber", func() bool { return sub.inside.Load() == 1 })
-	time.Sleep(200 * time.Millisecond) // room for a second, were the cap not there
+	// Every event taken by the dispatcher (room for a second attempt, were the cap not
+	// there), one at the subscriber.
+	sluicetest.Eventually(t, 30*time.Second, "every event taken, 1 request at the subscriber", func() bool {
+		return received.Load() == events && sub.inside.Load() == 1
+	})
+	sub.releaseOneByOne(t, 1, 4, events)
 	if got := sub.peak.Load(); got != 1 {
 		t.Fatalf("%d requests at once under max-in-flight 1", got)
 	}
 	apply(`sluice.dev/max-in-flight: "3"`)
 	sluicetest.Eventually(t, 30*time.Second, "3 requests at the subscriber", func() bool { return sub.inside.Load() == 3 })
-	time.Sleep(200 * time.Millisecond)
+	sub.releaseOneByOne(t, 3, events, events)
 	if got := sub.peak.Load(); got != 3 {
 		t.Fatalf("%d requests at once under max-in-flight 3", got)
 	}
 	sub.release()
-	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == events })
 
 	// A rate of one token per 1000 s: one event goes (the burst), the rest wait; lifted,
-	// they all go.
+	// they all go. Once the dispatcher has taken every event, only the burst is delivered.
 	apply(`sluice.dev/max-delivery-rate: "0.001"`)
 	sendN(t, h, "b", events)
-	sluicetest.Eventually(t, 30*time.Second, "the burst delivered", func() bool { return sub.delivered.Load() == events+1 })
-	time.Sleep(200 * time.Millisecond)
-	if got := sub.delivered.Load(); got != events+1 {
-		t.Fatalf("%d delivered under 0.001/s, want %d", got, events+1)
+	sluicetest.Eventually(t, 30*time.Second, "the burst delivered, every event taken", func() bool {
+		return sub.delivered.Load() == events+1 && received.Load() == 2*events
+	})
+	if got := sub.delivered.Load(); got != events+1 || sub.inside.Load() != 0 {
+		t.Fatalf("%d delivered, %d at the subscriber under 0.001/s; want %d and 0", got, sub.inside.Load(), events+1)
 	}
 	apply(`sluice.dev/max-delivery-rate: "500"`)
 	sluicetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { return sub.delivered.Load() == 2*events })

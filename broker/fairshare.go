@@ -81,8 +81,8 @@ func (b *Broker) replyRate(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("rate limit of /%s (%s events/s, sluice.dev/max-rate) reached: no room for the reply within %v",
-			b.key, strconv.FormatFloat(rl.perSec, 'g', -1, 64), replyRateWait)
+		return fmt.Errorf("rate limit of /%s (%s events/s, sluice.dev/max-rate) reached: no room for the reply within %v: %w",
+			b.key, strconv.FormatFloat(rl.perSec, 'g', -1, 64), replyRateWait, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -232,5 +233,20 @@ func TestBatchOverRateIs413(t *testing.T) {
 		if rec.Code != tc.status || rec.Body.String() != tc.body || rec.Header().Get("Retry-After") != "" {
 			t.Errorf("%s: %d Retry-After %q %q; want %d %q", tc.name, rec.Code, rec.Header().Get("Retry-After"), rec.Body, tc.status, tc.body)
 		}
+	}
+}
+
+// TestReplyRateError: a reply that finds no token within replyRateWait fails with an
+// error naming the broker and its rate and wrapping the limiter's own.
+func TestReplyRateError(t *testing.T) {
+	b := &Broker{key: "ns/b"}
+	b.setRate(0.001) // one token per 1000 s, the bucket holding one
+	if err := b.replyRate(context.Background()); err != nil {
+		t.Fatalf("first reply: %v, want the bucket's token", err)
+	}
+	err := b.replyRate(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "rate limit of /ns/b (0.001 events/s") || errors.Unwrap(err) == nil ||
+		!strings.Contains(errors.Unwrap(err).Error(), "rate: Wait") {
+		t.Fatalf("second reply: %v, want the broker's rate named and the limiter's error wrapped", err)
 	}
 }

@@ -18,49 +18,75 @@ const (
 	checkTimeout      = 5 * time.Second
 )
 
+// refusalTTL is how long one store refused as unavailable keeps its broker not ready
+// when nothing else tells otherwise: another refusal renews it, a store that succeeds or
+// a passing check of the channel ends it at once. So a channel with no check (Kinesis),
+// whose broker a Service stopped sending to, is ready again by itself.
+const refusalTTL = 10 * time.Second
+
 // storeHealth is whether a broker's channel can store events: the one source of truth
 // that /status, /readyz and the dashboard read. Two things write it: ingress, with the
-// outcome of every store (a refusal as unavailable marks the channel down, a store
-// marks it up), and, for a channel that implements channel.Checker, a check every
-// defaultCheckEvery (a failing check marks it down; a passing one after a failing one
-// marks it up again, so that a channel that comes back is ready again with no event
-// sent).
+// outcome of every store (a refusal as unavailable marks the channel down for
+// refusalTTL, a store marks it up), and, for a channel that implements channel.Checker,
+// a check every defaultCheckEvery (a failing check marks it down until a check passes;
+// a passing one clears the refusal mark too, so that a channel that stores again is
+// ready again with no event sent).
 type storeHealth struct {
-	// pub is the last store's refusal as unavailable, nil once a store succeeded (or
-	// the checker saw the backend come back).
-	pub atomic.Pointer[error]
+	// pub is the last store's refusal as unavailable, nil once a store succeeded or a
+	// check passed; past refusalTTL after its time it no longer counts.
+	pub atomic.Pointer[refusal]
 	// check is the last failing check's error, nil once a check passed.
 	check atomic.Pointer[error]
+	// checked is true when the channel implements channel.Checker.
+	checked bool
 
 	stop context.CancelFunc // ends the checker; nil without one
 	done chan struct{}      // closed when the checker has returned
 }
 
-// err returns why the channel cannot store now, or nil.
-func (h *storeHealth) err() error {
+// refusal is a store refused as unavailable, and when.
+type refusal struct {
+	err error
+	at  time.Time
+}
+
+// live reports whether r still marks the channel down at now.
+func (r *refusal) live(now time.Time) bool { return r != nil && now.Sub(r.at) < refusalTTL }
+
+// err returns why the channel cannot store at now, or nil.
+func (h *storeHealth) err(now time.Time) error {
 	if p := h.check.Load(); p != nil {
 		return *p
 	}
-	if p := h.pub.Load(); p != nil {
-		return *p
+	if r := h.pub.Load(); r.live(now) {
+		return r.err
 	}
 	return nil
 }
 
-// stored records the outcome of a store that ctx (the request's) did not end: a
-// refusal as unavailable marks the channel down, a success marks it up. The success
-// path costs one atomic load.
-func (b *Broker) stored(ctx context.Context, err error) {
+// stored records the outcome of a store: err is what the channel's Publish returned
+// under pub, a child of the request's context req with the publish timeout. A refusal
+// as unavailable marks the channel down, unless req ended (the client left) or, while
+// the channel's check passes, the publish timeout ended it (an overloaded backend that
+// answers its checks is slow, not down). A success marks it up. The success path costs
+// one atomic load.
+func (b *Broker) stored(req, pub context.Context, err error) {
 	switch {
 	case err == nil:
-		if b.health.pub.Load() != nil {
+		if p := b.health.pub.Load(); p != nil {
 			b.health.pub.Store(nil)
-			b.log.Info("the channel stores events again", "broker", b.key)
+			if p.live(b.srv.opts.now()) {
+				b.log.Info("the channel stores events again", "broker", b.key)
+			}
 		}
-	case errors.Is(err, channel.ErrUnavailable) && ctx.Err() == nil:
-		if b.health.pub.Swap(&err) == nil {
+	case !errors.Is(err, channel.ErrUnavailable) || req.Err() != nil:
+	case pub.Err() != nil && b.health.checked && b.health.check.Load() == nil:
+		// The publish timeout under overload: ingress answers 503, the broker stays ready.
+	default:
+		now := b.srv.opts.now()
+		if old := b.health.pub.Swap(&refusal{err: err, at: now}); !old.live(now) {
 			// Ingress logs the error itself (storeFailed).
-			b.log.Warn("not ready: the channel cannot store events", "broker", b.key)
+			b.log.Warn("not ready: the channel cannot store events", "broker", b.key, "up_to", refusalTTL)
 		}
 	}
 }
@@ -71,6 +97,10 @@ func (b *Broker) startChecker(life context.Context) {
 	c, ok := b.ch.(channel.Checker)
 	if !ok {
 		return
+	}
+	b.health.checked = true
+	if b.srv.opts.checkEvery <= 0 {
+		return // checks run by hand (withCheckEvery(0), tests only)
 	}
 	ctx, stop := context.WithCancel(life)
 	b.health.stop, b.health.done = stop, make(chan struct{})
@@ -104,9 +134,11 @@ func (b *Broker) checkOnce(ctx context.Context, c channel.Checker) {
 		return
 	}
 	if b.health.check.Swap(nil) != nil {
-		// The backend is back: a refusal recorded while it was away is past too.
-		b.health.pub.Store(nil)
 		b.log.Info("the channel's backend is reachable again", "broker", b.key)
+	}
+	// Every passing check ends a refusal mark: the next store tells again.
+	if b.health.pub.Swap(nil).live(b.srv.opts.now()) {
+		b.log.Info("the channel's check passes: ready again", "broker", b.key)
 	}
 }
 
@@ -122,8 +154,9 @@ func (b *Broker) stopChecker() {
 // by broker key.
 func (s *Server) notStoring() map[string]error {
 	var out map[string]error
+	now := s.opts.now()
 	for key, b := range *s.brokers.Load() {
-		if err := b.health.err(); err != nil {
+		if err := b.health.err(now); err != nil {
 			if out == nil {
 				out = map[string]error{}
 			}

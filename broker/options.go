@@ -45,6 +45,8 @@ type options struct {
 	ownOrigin       string            // WithInternalIdentity
 	identities      Identities        // nil: none
 	checkEvery      time.Duration     // how often a channel.Checker is asked (health.go)
+	opsGuarded      bool              // WithOpsGuarded: the operator endpoints need a token
+	now             func() time.Time  // the clock of the health marks (health.go); tests set it
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
@@ -126,6 +128,14 @@ func WithDedupEntries(n int) Option { return func(o *options) { o.dedupEntries =
 // address: such a delivery fails without a retry and is dead-lettered. Default: none.
 func WithDenyEgress(deny delivery.DenyList) Option { return func(o *options) { o.denyEgress = deny } }
 
+// WithOpsGuarded tells the server that something in front of its handler lets only
+// holders of an operator token reach its operator endpoints (sluice serve's
+// --ops-token-file). Only then do POST /triggers/<ns>/<name>/pause and /resume act;
+// without it they answer 403 naming --ops-token-file, so that nobody who merely reaches
+// the port can stop deliveries. GET of a trigger's state stays open, like /status.
+// Default false.
+func WithOpsGuarded(guarded bool) Option { return func(o *options) { o.opsGuarded = guarded } }
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
@@ -143,8 +153,16 @@ func defaultOptions() options {
 		dedupEntries:    DefaultDedupEntries,
 		logger:          slog.Default(),
 		checkEvery:      defaultCheckEvery,
+		now:             time.Now,
 	}
 }
+
+// withCheckEvery sets how often a channel.Checker is asked; 0 starts no checker, the
+// test runs checks by hand. Tests only.
+func withCheckEvery(d time.Duration) Option { return func(o *options) { o.checkEvery = d } }
+
+// withClock sets the clock the health marks are timed with; tests only.
+func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // validate is the one place options are checked; the error names the option.
 func (o *options) validate() error {

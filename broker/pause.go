@@ -3,16 +3,14 @@ package broker
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/sluice-broker/sluice/delivery"
 )
 
-// ErrNoTrigger is returned by SetPaused for a trigger the running configuration does
-// not have.
-var ErrNoTrigger = errors.New("no such trigger or subscription")
+// errNoTrigger is the answer for a trigger the running configuration does not have.
+var errNoTrigger = errors.New("no such trigger or subscription")
 
 // TriggersPath is the prefix of the operator endpoints of triggers:
 //
@@ -21,7 +19,8 @@ var ErrNoTrigger = errors.New("no such trigger or subscription")
 //	GET  /triggers/<namespace>/<name>         whether it is paused
 //
 // Each answers 200 with a TriggerState, 404 for an unknown trigger. Like /status, they
-// are behind --ops-token-file when it is set.
+// are behind --ops-token-file when it is set; without it (WithOpsGuarded false) pause
+// and resume answer 403, and only GET is served.
 const TriggersPath = "/triggers/"
 
 // TriggerState is the body of an answer of the TriggersPath endpoints.
@@ -44,7 +43,9 @@ func IsTriggerPath(path string) bool {
 	return n >= 2 || n == 1 && !strings.HasSuffix(rest, "/")
 }
 
-// setPaused pauses or resumes d.
+// setPaused pauses (paused true) or resumes d: paused, it delivers nothing while its
+// events keep being stored. The state lasts until the next call, a change of the
+// trigger's sluice.dev/paused annotation, or a restart.
 func setPaused(d *delivery.Dispatcher, paused bool) {
 	if paused {
 		d.Pause()
@@ -64,20 +65,6 @@ func (s *Server) findTrigger(key string) *trigger {
 			return t
 		}
 	}
-	return nil
-}
-
-// SetPaused pauses (paused true) or resumes the trigger or subscription key
-// ("namespace/name"): paused, it delivers nothing while its events keep being stored.
-// The state lasts until the next call, a change of the trigger's sluice.dev/paused
-// annotation, or a restart. It returns an error wrapping ErrNoTrigger for a trigger the
-// running configuration does not have.
-func (s *Server) SetPaused(key string, paused bool) error {
-	t := s.findTrigger(key)
-	if t == nil {
-		return fmt.Errorf("trigger %s: %w", key, ErrNoTrigger)
-	}
-	setPaused(t.dispatcher, paused)
 	return nil
 }
 
@@ -101,10 +88,14 @@ func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "want "+TriggersPath+"<namespace>/<name>[/pause|/resume]", http.StatusNotFound)
 		return
 	}
+	if action != "" && !s.opts.opsGuarded {
+		http.Error(w, action+" is off: this server has no operator token; start it with --ops-token-file to "+action+" triggers", http.StatusForbidden)
+		return
+	}
 	key := parts[0] + "/" + parts[1]
 	t := s.findTrigger(key)
 	if t == nil || parts[0] == "" || parts[1] == "" {
-		http.Error(w, "trigger "+key+": "+ErrNoTrigger.Error(), http.StatusNotFound)
+		http.Error(w, "trigger "+key+": "+errNoTrigger.Error(), http.StatusNotFound)
 		return
 	}
 	if action != "" {

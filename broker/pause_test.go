@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,7 +25,7 @@ func pausedTriggerDoc(name, url string) string {
 // not change the annotation leaves the API's state alone, one that changes it applies it.
 func TestPauseAnnotationAndAPI(t *testing.T) {
 	sub, n := countingSubscriber(t)
-	s := newTestServer(t, nil)
+	s := newTestServer(t, nil, WithOpsGuarded(true))
 	h := s.Handler()
 	apply := func(yaml string) {
 		t.Helper()
@@ -87,9 +86,6 @@ func TestPauseAnnotationAndAPI(t *testing.T) {
 	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
 	sluicetest.Eventually(t, 30*time.Second, "4 delivered", func() bool { return n.Load() == 4 })
 
-	if err := s.SetPaused("ns/nope", true); !errors.Is(err, ErrNoTrigger) {
-		t.Errorf("SetPaused of an unknown trigger: %v", err)
-	}
 	state("POST", "/triggers/ns/nope/pause", 404)
 	state("GET", "/triggers/ns/all/pause", 405)
 	state("POST", "/triggers/ns/all", 405)
@@ -111,7 +107,7 @@ func FuzzTriggerPath(f *testing.F) {
 	}
 	sub := httptest.NewServer(http.NotFoundHandler())
 	defer sub.Close()
-	s := newTestServer(f, nil)
+	s := newTestServer(f, nil, WithOpsGuarded(true))
 	if err := s.Apply(context.Background(), loadConfig(f, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
 		f.Fatal(err)
 	}
@@ -136,8 +132,50 @@ func FuzzTriggerPath(f *testing.F) {
 		if rec.Code == 200 && !strings.HasPrefix(u.Path, "/triggers/ns/all") {
 			t.Fatalf("%s %q: 200 for another trigger", method, path)
 		}
-		s.SetPaused("ns/all", false)
+		setPaused(s.findTrigger("ns/all").dispatcher, false)
 	})
+}
+
+// TestPauseNeedsOpsToken: without an operator token in front of it (WithOpsGuarded
+// false) the server answers 403 naming --ops-token-file to a pause or resume, and the
+// trigger keeps delivering; GET of its state stays open. With it, pause acts.
+func TestPauseNeedsOpsToken(t *testing.T) {
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	tests := []struct {
+		name    string
+		guarded bool
+		pause   int  // status of POST .../pause
+		paused  bool // the trigger's state after it
+	}{
+		{"no token", false, http.StatusForbidden, false},
+		{"token", true, http.StatusOK, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, nil, WithOpsGuarded(tt.guarded))
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler()
+			for _, action := range []string{"pause", "resume"} {
+				rec := post(h, "POST", "/triggers/ns/all/"+action, nil, "")
+				want := tt.pause
+				if rec.Code != want {
+					t.Fatalf("POST %s: %d %s, want %d", action, rec.Code, rec.Body, want)
+				}
+				if want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "--ops-token-file") {
+					t.Errorf("POST %s: %q does not name --ops-token-file", action, rec.Body)
+				}
+				if action == "pause" && s.findTrigger("ns/all").dispatcher.Paused() != tt.paused {
+					t.Errorf("after POST pause: paused %v, want %v", !tt.paused, tt.paused)
+				}
+			}
+			if rec := post(h, "GET", "/triggers/ns/all", nil, ""); rec.Code != http.StatusOK {
+				t.Errorf("GET: %d %s, want 200", rec.Code, rec.Body)
+			}
+		})
+	}
 }
 
 // TestPausedMemoryBudget: a paused trigger's events fill its memory channel's budget,
@@ -168,9 +206,7 @@ func TestPausedMemoryBudget(t *testing.T) {
 	if accepted == 0 || n.Load() != 0 {
 		t.Fatalf("%d accepted, %d delivered while paused; want some and none", accepted, n.Load())
 	}
-	if err := s.SetPaused("ns/all", false); err != nil {
-		t.Fatal(err)
-	}
+	setPaused(s.findTrigger("ns/all").dispatcher, false)
 	sluicetest.Eventually(t, 30*time.Second, "all delivered", func() bool { return n.Load() == int64(accepted) })
 	shutdown(t, s)
 	if got := n.Load(); got != int64(accepted) {

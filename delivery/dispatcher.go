@@ -395,8 +395,9 @@ const lagRecheck = 50 * time.Millisecond
 // and nothing is held, and waits for Run to return. If ctx ends first, attempts in
 // progress are cancelled and every message still held is released unsettled (a durable
 // channel redelivers it later; a memory channel loses it, which is counted and logged).
-// A paused dispatcher (Pause) delivers nothing more: Drain stops it at once, as if ctx
-// had ended.
+// A paused dispatcher (Pause) is resumed first: what it holds and what its consumer
+// still stores are delivered as for any drain, until ctx ends (a memory channel would
+// otherwise lose them at shutdown or on the trigger's removal).
 // It returns how many messages were left undelivered. If Run has not started yet, Drain
 // returns 0 at once when the consumer is empty, and otherwise waits for Run to start
 // (until ctx ends, returning the consumer's length).
@@ -415,10 +416,7 @@ func (d *Dispatcher) Drain(ctx context.Context) (left int) {
 			return d.c.Len() // never ran: everything is still in the channel
 		}
 	}
-	if d.Paused() {
-		d.hardStop()
-		return d.wait(ctx)
-	}
+	d.Resume()
 	for {
 		// Woken when the jobs held reach zero; then drained if the consumer is empty too.
 		wake, recheck := d.jobs.idle(), (<-chan time.Time)(nil)

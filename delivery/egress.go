@@ -36,12 +36,16 @@ func (l *DenyList) Set(v string) error {
 			continue
 		}
 		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			a, aerr := netip.ParseAddr(f)
-			if aerr != nil || a.Zone() != "" {
-				return fmt.Errorf("%q: want a CIDR prefix such as 169.254.0.0/16", f)
+		if err != nil && !strings.Contains(f, "/") {
+			// A plain address stands for itself alone.
+			var a netip.Addr
+			if a, err = netip.ParseAddr(f); err == nil && a.Zone() != "" {
+				err = fmt.Errorf("zone %q not allowed", a.Zone())
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if err != nil {
+			return fmt.Errorf("%q: want a CIDR prefix such as 169.254.0.0/16 or an address: %w", f, err)
 		}
 		*l = append(*l, p.Masked())
 	}

@@ -138,7 +138,14 @@ func TestDenyListSet(t *testing.T) {
 	if err := l.control("tcp", "169.254.169.254:80", nil); !errors.Is(err, ErrEgressDenied) || !strings.Contains(err.Error(), "169.254.0.0/16") {
 		t.Errorf("169.254.169.254: %v, want ErrEgressDenied naming the prefix", err)
 	}
-	if err := l.Set("not-a-cidr"); err == nil || !strings.Contains(err.Error(), "not-a-cidr") {
-		t.Errorf("Set(not-a-cidr) = %v", err)
+	for _, tt := range []struct{ value, why string }{
+		{"not-a-cidr", "unable to parse IP"},
+		{"10.0.0.0/99", "prefix length out of range"},
+		{"fe80::1%eth0", `zone "eth0" not allowed`},
+	} {
+		err := l.Set(tt.value)
+		if err == nil || !strings.Contains(err.Error(), `"`+tt.value+`": want a CIDR prefix`) || !strings.Contains(err.Error(), tt.why) || errors.Unwrap(err) == nil {
+			t.Errorf("Set(%q) = %v, want an error naming the value and wrapping why (%s)", tt.value, err, tt.why)
+		}
 	}
 }

@@ -136,10 +136,11 @@ func TestPauseParksHeldJobs(t *testing.T) {
 	}
 }
 
-// TestPausedDrain: Drain stops a paused dispatcher at once and reports what it held
-// (here a memory channel's: lost, as at any shutdown); what was never received is
-// left in the consumer.
+// TestPausedDrain: Drain resumes a paused dispatcher and delivers, within its context,
+// both the event it held (parked) and those still queued in the consumer: a memory
+// channel loses none of them at shutdown.
 func TestPausedDrain(t *testing.T) {
+	const queued = 20
 	var failing atomic.Bool
 	failing.Store(true)
 	sub := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, _ *event.Event) {
@@ -156,13 +157,14 @@ func TestPausedDrain(t *testing.T) {
 	sluicetest.Eventually(t, 30*time.Second, "tried", func() bool { return sub.n.Load() >= 1 })
 	d.Pause()
 	sluicetest.Eventually(t, 30*time.Second, "parked", func() bool { return parkedJobs(d) == 1 })
-	pub(newEvent("queued"))
-	ctx, cancel := contextWithTimeout(time.Minute) // only bounds a hang: a paused Drain returns at once
+	pub(ids(queued, "q")...)
+	failing.Store(false)
+	ctx, cancel := contextWithTimeout(time.Minute) // only bounds a hang
 	defer cancel()
-	if left := d.Drain(ctx); left != 1 {
-		t.Errorf("Drain left %d, want the one held", left)
+	if left := d.Drain(ctx); left != 0 {
+		t.Errorf("Drain left %d, want 0", left)
 	}
-	if q.released.Load() != 1 || q.Len() != 1 {
-		t.Errorf("released %d, queued %d; want 1 and 1", q.released.Load(), q.Len())
+	if got := q.acked.Load(); got != queued+1 || q.released.Load() != 0 || q.Len() != 0 {
+		t.Errorf("acked %d, released %d, queued %d; want %d, 0 and 0", got, q.released.Load(), q.Len(), queued+1)
 	}
 }
