@@ -60,7 +60,19 @@ type syncBuffer = syncbuf.Buffer
 // is ready. It is stopped with SIGTERM when the test ends (if still running).
 func startBroker(t *testing.T, args ...string) *broker {
 	t.Helper()
-	sv := sluicetest.Start(t, sluiceBin, 20*time.Second, args...)
+	b := startServe(t, args...)
+	if err := sluicetest.WaitReady(b.base, 10*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, b.logs)
+	}
+	return b
+}
+
+// startServe runs `sluice serve` with args and waits only until it serves (/healthz),
+// not until it is ready (some tests start brokers that are not). It is stopped with
+// SIGTERM when the test ends (if still running).
+func startServe(t *testing.T, args ...string) *broker {
+	t.Helper()
+	sv := sluicetest.Start(t, sluiceBin, 60*time.Second, args...)
 	b := &broker{t: t, cmd: sv.Cmd, base: sv.Base, logs: sv.Logs, exited: sv.Exited}
 	t.Cleanup(func() {
 		if b.cmd.ProcessState == nil {
@@ -75,9 +87,6 @@ func startBroker(t *testing.T, args ...string) *broker {
 			t.Logf("sluice logs:\n%s", b.logs)
 		}
 	})
-	if err := sluicetest.WaitReady(b.base, 10*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, b.logs)
-	}
 	return b
 }
 

@@ -9,13 +9,10 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // closedPort returns a port on 127.0.0.1 that nobody listens on: one the kernel just
@@ -29,28 +26,6 @@ func closedPort(t *testing.T) int {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	return port
-}
-
-// startServe runs `sluice serve` with args and waits only until it serves (/healthz),
-// not until it is ready: these tests start brokers that are not.
-func startServe(t *testing.T, args ...string) *broker {
-	t.Helper()
-	sv := sluicetest.Start(t, sluiceBin, 60*time.Second, args...)
-	b := &broker{t: t, cmd: sv.Cmd, base: sv.Base, logs: sv.Logs, exited: sv.Exited}
-	t.Cleanup(func() {
-		if b.cmd.ProcessState == nil {
-			b.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-b.exited:
-			case <-time.After(30 * time.Second):
-				b.cmd.Process.Kill()
-			}
-		}
-		if t.Failed() {
-			t.Logf("sluice logs:\n%s", b.logs)
-		}
-	})
-	return b
 }
 
 // readiness is what each of the four views says of a running sluice: /readyz,
