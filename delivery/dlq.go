@@ -125,4 +125,3 @@ func (d *Dispatcher) closeInjections() {
 	}
 	d.inj = nil
 }
-
