@@ -77,6 +77,9 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if b.durable {
 			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
 		}
+		if b.dl.store != nil { // used when it has no deadLetterSink (dlq.go)
+			opts = append(opts, delivery.WithDLQ(b.keepDead(name)))
+		}
 		if err := b.ensure(ctx, name, tc, target, opts); err != nil {
 			errs = append(errs, err)
 			continue
