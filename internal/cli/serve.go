@@ -55,6 +55,7 @@ type serveFlags struct {
 	knative         knativeFlags       // --refs, --ref-url-template
 	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
 	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
+	dlq             dlqFlags           // --dlq-max-* (dlq.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -113,6 +114,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	f.knative.register(fl)
 	f.observe.register(fl)
 	f.security.register(fl)
+	f.dlq.register(fl)
 	return cmd
 }
 
@@ -211,6 +213,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
 		broker.WithMaxStoring(f.maxStoring), broker.WithDedupEntries(f.dedupEntries),
 		broker.WithDenyEgress(f.denyEgress),
+		broker.WithDLQ(f.dlq.limits()),
 		broker.WithOpsGuarded(f.security.opsTokenFile != ""), // pause and resume need the token: 403 without the flag
 	)...)
 	if err != nil {
