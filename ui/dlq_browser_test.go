@@ -137,7 +137,10 @@ spec: {broker: shop, subscriber: {uri: %q}, delivery: {retry: 0}}
 		t.Errorf("store summary %q; want 3 kept, in memory", sum)
 	}
 	want := mustScrape(t, base, `sluice_dlq_stored_total{trigger="demo/billing"}`)
-	if !waitFor(15*time.Second, func() bool { got, ok := pageValue(ctx, t, "trigger", "demo/billing", "dlq_stored_total"); return ok && got == want }) {
+	if !waitFor(15*time.Second, func() bool {
+		got, ok := pageValue(ctx, t, "trigger", "demo/billing", "dlq_stored_total")
+		return ok && got == want
+	}) {
 		got, _ := pageValue(ctx, t, "trigger", "demo/billing", "dlq_stored_total")
 		t.Errorf("page: %v kept in the store; /metrics %v", got, want)
 	}
