@@ -124,6 +124,28 @@ func (b *Broker) keepDead(trigger string) func(context.Context, dlq.Entry) error
 	}
 }
 
+// forgetDLQ drops the dead letters of a removed trigger from a store in memory, where
+// nobody could list or redrive them any more; a durable store keeps them (another
+// replica may still run the trigger, and re-adding it finds them again).
+func (b *Broker) forgetDLQ(trigger string) {
+	if b.dl.store == nil || b.dl.store.Durable() {
+		return
+	}
+	if n, _ := b.dl.store.Purge(context.Background(), trigger); n > 0 {
+		b.log.Warn("trigger removed: its dead letters in memory are dropped", "trigger", trigger, "dead_letters", n)
+	}
+}
+
+// logLostDLQ logs, at shutdown, the dead letters the memory store still holds: they
+// end with the process.
+func (s *Server) logLostDLQ() {
+	if m, ok := s.dlqMemory.(*dlq.Memory); ok {
+		if n := m.Len(); n > 0 {
+			s.log.Warn("dead letters kept in memory are lost at exit (a durable channel keeps them)", "dead_letters", n)
+		}
+	}
+}
+
 // stopRedrives cancels the broker's redrives and waits for them: what they had not
 // handed over stays in the store.
 func (b *Broker) stopRedrives() {
@@ -162,7 +184,8 @@ type DLQEntry struct {
 // DLQRedrive is the answer of POST .../dlq/redrive, and the state of a redrive.
 type DLQRedrive struct {
 	Trigger string `json:"trigger"`
-	// Total is how many dead letters the redrive hands over; Done how many it has.
+	// Total is how many dead letters the redrive hands over (at most: with ids, those
+	// still stored); Done how many it has.
 	Total int `json:"total"`
 	Done  int `json:"done"`
 	// Rate is the events per second it hands over.
@@ -368,23 +391,13 @@ func (s *Server) startRedrive(b *Broker, t *trigger, rateS string, ids map[uint6
 	// fails again and is stored anew is not redriven twice by it.
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	var last uint64
-	total := 0
-	for after := uint64(0); ; {
-		p, err := b.dl.store.List(ctx, t.key, after, dlq.MaxPage)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range p.Entries {
-			if ids == nil || ids[e.ID] {
-				total++
-			}
-			last = e.ID
-		}
-		if p.Next == 0 {
-			break
-		}
-		after = p.Next
+	p, err := b.dl.store.List(ctx, t.key, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	last, total := p.Last, p.Total
+	if ids != nil {
+		total = len(ids)
 	}
 	b.dl.mu.Lock()
 	defer b.dl.mu.Unlock()

@@ -184,3 +184,20 @@ func TestDLQOff(t *testing.T) {
 }
 
 func itoa(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestDLQRemovedTriggerForgotten: on a memory store, a removed trigger's dead letters,
+// which nobody could list any more, are dropped.
+func TestDLQRemovedTriggerForgotten(t *testing.T) {
+	sub, _, _ := switchSubscriber(t)
+	s := newTestServer(t, nil)
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("all", sub.URL)+dlqTriggerDoc("other", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	post(s.Handler(), "POST", "/ns/b", binary("1"), "{}")
+	mem := s.dlqMemory.(*dlq.Memory)
+	sluicetest.Eventually(t, 30*time.Second, "stored twice", func() bool { return mem.Len() == 2 })
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("other", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "the removed trigger's dropped", func() bool { return mem.Len() == 1 })
+}

@@ -212,6 +212,7 @@ func (s *Server) Shutdown(ctx context.Context) int {
 	}
 	wg.Wait()
 	n := int(left.Load()) + s.removed.wait()
+	s.logLostDLQ() // dlq.go
 	// Every dispatcher has returned: the delivery client's idle connections (and the
 	// transport's janitor with them) go too.
 	s.client.CloseIdleConnections()

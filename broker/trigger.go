@@ -253,6 +253,7 @@ func (b *Broker) retire(t *trigger) int {
 		b.log.Warn("removing the trigger's queue", "trigger", t.key, "err", err)
 	}
 	t.forget(b.srv)
+	b.forgetDLQ(t.key) // dlq.go
 	if left > 0 {
 		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
 	} else {

@@ -94,6 +94,8 @@ type Page struct {
 	Bytes int64
 	// Next is the after of the following page; 0 when this page is the last.
 	Next uint64
+	// Last is the highest ID the trigger's list holds; 0 when it is empty.
+	Last uint64
 }
 
 // Store keeps dead letters per trigger ("namespace/name"). Implementations are safe for

@@ -101,6 +101,9 @@ func (m *Memory) List(_ context.Context, trigger string, after uint64, limit int
 	if end < len(l.entries) {
 		p.Next = l.entries[end-1].ID
 	}
+	if n := len(l.entries); n > 0 {
+		p.Last = l.entries[n-1].ID
+	}
 	return p, nil
 }
 
@@ -121,6 +124,17 @@ func (m *Memory) Delete(_ context.Context, trigger string, id uint64) error {
 		delete(m.triggers, trigger)
 	}
 	return nil
+}
+
+// Len returns how many entries the store holds, all triggers together.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, l := range m.triggers {
+		n += len(l.entries)
+	}
+	return n
 }
 
 // Purge removes every entry of trigger; see Store.

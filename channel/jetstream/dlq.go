@@ -116,6 +116,9 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
 	if _, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: encodeEntry(&e)}); err != nil {
+		s.mu.Lock()
+		delete(s.ensured, trigger) // deleted behind our back, say: the next Put creates it again
+		s.mu.Unlock()
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
 	after, err := st.Info(ctx)
@@ -140,6 +143,9 @@ func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit
 		return dlq.Page{}, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
 	p := dlq.Page{Total: int(info.State.Msgs), Bytes: int64(info.State.Bytes)}
+	if p.Total > 0 {
+		p.Last = info.State.LastSeq
+	}
 	_, subj := s.names(trigger)
 	seq := max(after+1, info.State.FirstSeq)
 	for seq <= info.State.LastSeq {

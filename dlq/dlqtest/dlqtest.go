@@ -46,8 +46,8 @@ func Run(t *testing.T, newStore NewStore) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ids(p) != "0,1," || p.Total != 5 || p.Next == 0 {
-			t.Fatalf("first page %q total %d next %d; want 0,1 of 5 with a next", ids(p), p.Total, p.Next)
+		if ids(p) != "0,1," || p.Total != 5 || p.Next == 0 || p.Last <= p.Next {
+			t.Fatalf("first page %q total %d next %d last %d; want 0,1 of 5 with a next below the last", ids(p), p.Total, p.Next, p.Last)
 		}
 		e := p.Entries[0]
 		if e.Attempts != 3 || e.Code != 503 || e.Reason != "busy" || e.Dest == "" || e.Time.IsZero() || e.ID == 0 {
