@@ -36,6 +36,8 @@ const (
 	MaxRedriveRate = 1000
 	// maxRedriveIDs bounds the ids one redrive or purge may name.
 	maxRedriveIDs = 1000
+	// storeTimeout bounds what one request of the endpoints waits for the store.
+	storeTimeout = 10 * time.Second
 )
 
 // WithDLQ sets the bounds of the dead-letter store, where a trigger's events go when
@@ -245,6 +247,8 @@ func (s *Server) serveDLQ(w http.ResponseWriter, r *http.Request, parts []string
 		http.Error(w, "trigger "+key+": the dead-letter store is off (--dlq-max-entries 0)", http.StatusNotFound)
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
 	q := r.URL.Query()
 	ids, err := queryIDs(q["id"])
 	if err != nil {
@@ -254,11 +258,11 @@ func (s *Server) serveDLQ(w http.ResponseWriter, r *http.Request, parts []string
 	var answer any
 	switch action {
 	case "":
-		answer, err = s.listDLQ(r.Context(), b, key, q.Get("after"), q.Get("limit"))
+		answer, err = s.listDLQ(ctx, b, key, q.Get("after"), q.Get("limit"))
 	case "redrive":
 		answer, err = s.startRedrive(b, t, q.Get("rate"), ids)
 	case "purge":
-		answer, err = s.purgeDLQ(r.Context(), b, key, ids)
+		answer, err = s.purgeDLQ(ctx, b, key, ids)
 	}
 	var he *httpError
 	switch {
@@ -389,7 +393,7 @@ func (s *Server) startRedrive(b *Broker, t *trigger, rateS string, ids map[uint6
 	}
 	// The redrive covers what is stored now: entries up to the last one, so that what
 	// fails again and is stored anew is not redriven twice by it.
-	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	ctx, cancel := context.WithTimeout(s.life, storeTimeout)
 	defer cancel()
 	p, err := b.dl.store.List(ctx, t.key, 0, 1)
 	if err != nil {
@@ -485,7 +489,7 @@ func (m *storedMsg) Event() *event.Event { return m.ev }
 
 // Ack deletes the dead letter: it was delivered, or stored again.
 func (m *storedMsg) Ack() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	err := m.store.Delete(ctx, m.trigger, m.id)
 	if errors.Is(err, dlq.ErrNotFound) { // purged or evicted meanwhile

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -48,9 +49,12 @@ func (m *Memory) Put(_ context.Context, trigger string, e Entry) (int, error) {
 		l = &memList{}
 		m.triggers[trigger] = l
 	}
+	size := e.Size()
+	if size > m.lim.MaxBytes {
+		return 0, fmt.Errorf("dlq: a dead letter of %d bytes is larger than --dlq-max-bytes %d", size, m.lim.MaxBytes)
+	}
 	m.next++
 	e.ID, e.Time = m.next, m.now()
-	size := e.Size()
 	n := m.expireLocked(l) + l.expired
 	l.expired = 0
 	for len(l.entries) > 0 && (len(l.entries)+1 > m.lim.MaxEntries || l.bytes+size > m.lim.MaxBytes) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -67,6 +68,7 @@ func (s *dlqStore) stream(ctx context.Context, trigger string, create bool) (jet
 			MaxMsgs:     int64(s.lim.MaxEntries),
 			MaxBytes:    s.lim.MaxBytes,
 			MaxAge:      s.lim.MaxAge,
+			MaxMsgSize:  int32(min(s.lim.MaxBytes, math.MaxInt32)), // a larger one would evict all, itself too
 			Storage:     jetstream.FileStorage,
 			Replicas:    s.c.cfg.replicas,
 			Metadata:    map[string]string{"sluice.broker": s.c.brokerKey, "sluice.dlq": trigger},
@@ -108,6 +110,10 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
 	_, subj := s.names(trigger)
+	data := encodeEntry(&e)
+	if size := int64(len(data) + len(subj) + msgOverhead); size > s.lim.MaxBytes {
+		return 0, fmt.Errorf("jetstream: dead-letter store of %s: a dead letter of %d bytes is larger than --dlq-max-bytes %d", trigger, size, s.lim.MaxBytes)
+	}
 	l := s.putLock(trigger)
 	l.Lock()
 	defer l.Unlock()
@@ -115,7 +121,7 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
-	if _, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: encodeEntry(&e)}); err != nil {
+	if _, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: data}); err != nil {
 		s.mu.Lock()
 		delete(s.ensured, trigger) // deleted behind our back, say: the next Put creates it again
 		s.mu.Unlock()
@@ -208,6 +214,9 @@ func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
 	}
 	return int(info.State.Msgs), nil
 }
+
+// msgOverhead is what JetStream counts for a message besides its subject and data.
+const msgOverhead = 64
 
 // entryMeta is what an entry keeps besides its event.
 type entryMeta struct {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluice-broker/sluice/dlq"
@@ -98,6 +99,20 @@ func Run(t *testing.T, newStore NewStore) {
 		}
 		if p, _ := s.List(ctx, "ns/a", 0, 10); p.Total != 0 {
 			t.Fatalf("after purge %d entries", p.Total)
+		}
+	})
+	t.Run("refuses an entry above the bytes bound", func(t *testing.T) {
+		// Stored, it would evict every other entry, and itself too.
+		s := newStore(t, dlq.Limits{MaxEntries: 10, MaxBytes: 2000, MaxAge: lim.MaxAge})
+		if _, err := s.Put(ctx, "ns/a", Entry("small", 10)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Put(ctx, "ns/a", Entry("big", 5000))
+		if err == nil || !strings.Contains(err.Error(), "--dlq-max-bytes 2000") {
+			t.Fatalf("Put of a 5000-byte entry: %v; want an error naming --dlq-max-bytes", err)
+		}
+		if p, _ := s.List(ctx, "ns/a", 0, 10); ids(p) != "small," {
+			t.Fatalf("after the refusal the store holds %q; want small alone", ids(p))
 		}
 	})
 	for _, tc := range []struct {
