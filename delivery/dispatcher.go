@@ -78,6 +78,7 @@ type Dispatcher struct {
 	pause      pauseState        // Pause and Resume (pause.go)
 	running    bool              // Run was called
 	inj        []*injection      // messages handed over by Redeliver, oldest first
+	injN       atomic.Int32      // len(inj), read without the lock on the receive path
 	injClosed  bool              // the receive loop ended: Redeliver refuses
 	stopping   bool              // hard stop or end of Run: no more workers
 	nWorkers   int               // workers running

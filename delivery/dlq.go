@@ -81,6 +81,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, m channel.Message) error {
 		return channel.ErrClosed
 	}
 	d.inj = append(d.inj, in)
+	d.injN.Store(int32(len(d.inj)))
 	if d.pause.stopRecv != nil { // wake the receive loop: it takes injections first
 		d.pause.stopRecv()
 	}
@@ -95,6 +96,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, m channel.Message) error {
 	for i, x := range d.inj {
 		if x == in {
 			d.inj = append(d.inj[:i], d.inj[i+1:]...)
+			d.injN.Store(int32(len(d.inj)))
 			return ctx.Err()
 		}
 	}
@@ -103,6 +105,9 @@ func (d *Dispatcher) Redeliver(ctx context.Context, m channel.Message) error {
 
 // takeInjected returns the oldest message handed over by Redeliver, or nil.
 func (d *Dispatcher) takeInjected() channel.Message {
+	if d.injN.Load() == 0 { // the common case costs no lock
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.inj) == 0 {
@@ -111,6 +116,7 @@ func (d *Dispatcher) takeInjected() channel.Message {
 	in := d.inj[0]
 	d.inj[0] = nil
 	d.inj = d.inj[1:]
+	d.injN.Store(int32(len(d.inj)))
 	in.done <- nil
 	return in.m
 }
@@ -124,4 +130,5 @@ func (d *Dispatcher) closeInjections() {
 		in.done <- channel.ErrClosed
 	}
 	d.inj = nil
+	d.injN.Store(0)
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	sluicebroker "github.com/sluice-broker/sluice/broker"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
@@ -23,6 +22,18 @@ type dlqSetup struct {
 	up    *atomic.Bool
 	cfg   string
 	token string
+}
+
+// dlqPage is what the test reads of `sluice dlq list -o json` (GET .../dlq).
+type dlqPage struct {
+	Durable bool
+	Total   int
+	Entries []struct {
+		Attempts int
+		Code     int
+		Dest     string
+		Event    json.RawMessage
+	}
 }
 
 // newDLQSetup makes a dlqSetup; hold, when not nil, is asked before each answer of
@@ -46,13 +57,13 @@ func newDLQSetup(t *testing.T, hold func() int) dlqSetup {
 }
 
 // list runs `sluice dlq list -o json` (a page of up to 1000) and decodes it.
-func (s dlqSetup) list(t *testing.T, b *broker) sluicebroker.DLQPage {
+func (s dlqSetup) list(t *testing.T, b *broker) dlqPage {
 	t.Helper()
 	out, err := sluiceCLI("dlq", "list", "--addr", b.base, "--ops-token-file", s.token, "--trigger", "default/t", "-o", "json", "--limit", "1000")
 	if err != nil {
 		t.Fatalf("dlq list: %v\n%s", err, out)
 	}
-	var p sluicebroker.DLQPage
+	var p dlqPage
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("dlq list -o json: %v\n%s", err, out)
 	}
@@ -70,7 +81,7 @@ func sendN(t *testing.T, b *broker, prefix string, n int) {
 }
 
 // eventIDs returns the ce ids of p's entries.
-func eventIDs(t *testing.T, p sluicebroker.DLQPage) map[string]bool {
+func eventIDs(t *testing.T, p dlqPage) map[string]bool {
 	ids := map[string]bool{}
 	for _, e := range p.Entries {
 		var ev struct{ ID string }
@@ -100,7 +111,7 @@ func runDLQ(t *testing.T, durable bool, args ...string) {
 		t.Fatalf("listed %d distinct events, durable %v; want %d, %v", len(eventIDs(t, p)), p.Durable, n, durable)
 	}
 	if e := p.Entries[0]; e.Attempts != 1 || e.Code != 500 || e.Dest != s.sub.URL {
-		t.Fatalf("entry %+v; want 1 attempt, 500 from %s", e.Entry, s.sub.URL)
+		t.Fatalf("entry %+v; want 1 attempt, 500 from %s", e, s.sub.URL)
 	}
 	out, err := sluiceCLI("dlq", "list", "--addr", b.base, "--ops-token-file", s.token, "--trigger", "default/t", "--limit", "2")
 	if err != nil || !strings.Contains(out, fmt.Sprintf("trigger default/t: %d dead letters", n)) || !strings.Contains(out, "more: --after") {
