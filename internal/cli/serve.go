@@ -248,6 +248,14 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		srv.Shutdown(ctx)
 		return err
 	}
+	if err := registerBodyBudget(reg, hs); err != nil {
+		hs.Close()
+		if plain != nil {
+			plain.Close()
+		}
+		srv.Shutdown(ctx)
+		return err
+	}
 	printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
