@@ -125,7 +125,9 @@ func TestLeasedReplicasShareShards(t *testing.T) {
 		publish("first-", 40)
 		time.Sleep(200 * time.Millisecond)
 		return ra.count() > 0 && rb.count() > 0
-	}, func() string { return fmt.Sprintf("a received %d, b %d: the shards are not shared", ra.count(), rb.count()) })
+	}, func() string {
+		return fmt.Sprintf("a received %d, b %d: the shards are not shared", ra.count(), rb.count())
+	})
 	first := sent
 	waitFor(t, 30*time.Second, func() bool { return distinct(ra, rb, "first-", first) == first }, func() string {
 		return fmt.Sprintf("%d of %d received", distinct(ra, rb, "first-", first), first)
