@@ -302,20 +302,31 @@ func (t *leaseTable) ownedUpdate(ctx context.Context, group, shard, expr string,
 	return nil
 }
 
-// remove deletes the lease of shard.
+// remove deletes the lease of shard if no replica owns it.
 func (t *leaseTable) remove(ctx context.Context, group, shard string) error {
-	_, err := t.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: t.key(group, shard)})
-	if err != nil {
+	_, err := t.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: t.key(group, shard),
+		ConditionExpression:      aws.String("attribute_not_exists(#o)"),
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner}})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
 		return fmt.Errorf("kinesis: deleting the lease of %s shard %s: %w", group, shard, err)
 	}
 	return nil
 }
 
-// removeGroup deletes every lease of group.
+// removeGroup deletes every lease of group, unless a replica owns one of them: another
+// replica still reads the subscription (during a rollout that removes it), and deleting
+// the others' leases would make it read their shards again from the oldest record. The
+// last replica to remove the subscription deletes them.
 func (t *leaseTable) removeGroup(ctx context.Context, group string) error {
 	ls, err := t.list(ctx, group)
 	if err != nil {
 		return err
+	}
+	for _, l := range ls {
+		if l.owner != "" {
+			return nil
+		}
 	}
 	var errs []error
 	for _, l := range ls {

@@ -166,6 +166,9 @@ func TestLeaseTakeRenewStealRelease(t *testing.T) {
 	if _, err := a.take(ctx, g, released); err != nil {
 		t.Fatalf("a takes the released lease: %v", err)
 	}
+	if err := a.checkpoint(ctx, g, "shard-0", released.check, true); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.removeGroup(ctx, g); err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +216,41 @@ func TestLeaseExpiresAndIsTaken(t *testing.T) {
 	}
 	if got, err := b.take(ctx, g, l); err != nil || got.owner != "b" {
 		t.Fatalf("b takes the expired lease: %+v, %v", got, err)
+	}
+}
+
+// TestLeaseRemoveGroupKeepsShared: removing a subscription deletes its leases only once no
+// replica owns one; before that, a replica still reading it keeps every lease (and the
+// checkpoints of the shards it does not hold).
+func TestLeaseRemoveGroupKeepsShared(t *testing.T) {
+	a, b := newTables(t)
+	ctx := context.Background()
+	g := leaseGroup("stream", "sub")
+	for _, s := range []string{"s1", "s2"} {
+		if err := a.create(ctx, g, s, shardCheck{Seq: "7"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := a.list(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.take(ctx, g, ls[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.removeGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := a.list(ctx, g); err != nil || len(ls) != 2 {
+		t.Fatalf("b removed the group while a owns a lease: %v, %v; want both leases kept", ls, err)
+	}
+	if err := a.checkpoint(ctx, g, ls[0].shard, shardCheck{Seq: "9"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.removeGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := a.list(ctx, g); err != nil || len(ls) != 0 {
+		t.Fatalf("after the last owner released: %v, %v; want none", ls, err)
 	}
 }
