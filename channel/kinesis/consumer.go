@@ -136,17 +136,15 @@ func (k *consumer) Close() error {
 // until the consumer closes.
 func (k *consumer) follow() {
 	defer k.wg.Done()
+	if k.ch.leases != nil {
+		k.followLeases()
+		return
+	}
 	save := time.NewTicker(k.ch.cfg.checkpointInterval)
 	defer save.Stop()
 	var lastList time.Time
 	for {
-		switch {
-		case k.ch.leases != nil:
-			if time.Since(lastList) >= k.ch.leases.duration/3 || k.wantsList() {
-				k.leaseRound()
-				lastList = time.Now()
-			}
-		case time.Since(lastList) >= shardRefresh || k.wantsList():
+		if time.Since(lastList) >= shardRefresh || k.wantsList() {
 			if all, err := k.listShards(); err != nil {
 				k.ch.log.Warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
 			} else {
@@ -158,12 +156,6 @@ func (k *consumer) follow() {
 		case <-k.ctx.Done():
 			return
 		case <-save.C:
-		}
-		if k.ch.leases != nil {
-			if err := k.writeLeases(k.ctx, false); err != nil && k.ctx.Err() == nil {
-				k.ch.log.Warn("checkpoint", "kinesis: cannot write checkpoints to the lease table", "table", k.ch.leases.name, "err", err)
-			}
-			continue
 		}
 		k.mu.Lock()
 		if k.dirty {

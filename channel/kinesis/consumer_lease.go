@@ -10,6 +10,36 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
+// followLeases is follow with a lease table: a lease round every third of the lease
+// duration (and at once when a shard was read to its end), the checkpoints of the leases
+// held written every checkpoint interval, until the consumer closes.
+func (k *consumer) followLeases() {
+	d := k.ch.leases.duration
+	round := time.NewTicker(d / 3)
+	defer round.Stop()
+	save := time.NewTicker(k.ch.cfg.checkpointInterval)
+	defer save.Stop()
+	k.leaseRound()
+	for {
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-round.C:
+			k.leaseRound()
+		case <-save.C:
+			ctx, cancel := context.WithTimeout(k.ctx, d)
+			err := k.writeLeases(ctx, false)
+			cancel()
+			if err != nil && k.ctx.Err() == nil {
+				k.ch.log.Warn("checkpoint", "kinesis: cannot write checkpoints to the lease table", "table", k.ch.leases.name, "err", err)
+			}
+			if k.wantsList() {
+				k.leaseRound()
+			}
+		}
+	}
+}
+
 // leaseRound is one round of a consumer with a lease table, run by the follow goroutine
 // every third of the lease duration: renew the leases held, create the leases of new
 // shards, take free, expired or (to balance) stolen ones, and start reading the shards
@@ -17,8 +47,12 @@ import (
 func (k *consumer) leaseRound() {
 	t := k.ch.leases
 	now := time.Now()
+	// A round that hangs (DynamoDB unreachable) ends with the lease duration: the next
+	// one drops the leases not renewed within it.
+	ctx, cancel := context.WithTimeout(k.ctx, t.duration)
+	defer cancel()
 	for id, renewed := range k.held {
-		err := t.renew(k.ctx, k.group, id)
+		err := t.renew(ctx, k.group, id)
 		switch {
 		case err == nil:
 			k.held[id] = now
@@ -39,7 +73,7 @@ func (k *consumer) leaseRound() {
 		}
 		return
 	}
-	ls, err := k.leaseList(all)
+	ls, err := k.leaseList(ctx, all)
 	if err != nil {
 		if k.ctx.Err() == nil {
 			k.ch.log.Warn("lease", "kinesis: cannot read the lease table; retrying", "table", t.name, "err", err)
@@ -64,7 +98,7 @@ func (k *consumer) leaseRound() {
 	k.mu.Unlock()
 	take = append(take, plan(t.owner, open, func(l lease) bool { return k.obs.expired(l, now, t.duration) })...)
 	for _, l := range take {
-		got, err := t.take(k.ctx, k.group, l)
+		got, err := t.take(ctx, k.group, l)
 		if errors.Is(err, errLeaseLost) {
 			continue // another replica was first
 		}
@@ -87,9 +121,9 @@ func (k *consumer) leaseRound() {
 // leaseList returns the leases of the subscription for the shards in all, creating the
 // missing ones (from the seed checkpoint) and deleting those of shards gone from the
 // stream (trimmed) that no one holds.
-func (k *consumer) leaseList(all []types.Shard) ([]lease, error) {
+func (k *consumer) leaseList(ctx context.Context, all []types.Shard) ([]lease, error) {
 	t := k.ch.leases
-	ls, err := t.list(k.ctx, k.group)
+	ls, err := t.list(ctx, k.group)
 	if err != nil {
 		return nil, err
 	}
@@ -103,14 +137,14 @@ func (k *consumer) leaseList(all []types.Shard) ([]lease, error) {
 		id := aws.ToString(s.ShardId)
 		listed[id] = true
 		if !have[id] {
-			if err := t.create(k.ctx, k.group, id, k.seed.Shards[id]); err != nil {
+			if err := t.create(ctx, k.group, id, k.seed.Shards[id]); err != nil {
 				return nil, err
 			}
 			created = true
 		}
 	}
 	if created {
-		if ls, err = t.list(k.ctx, k.group); err != nil {
+		if ls, err = t.list(ctx, k.group); err != nil {
 			return nil, err
 		}
 	}
@@ -121,7 +155,7 @@ func (k *consumer) leaseList(all []types.Shard) ([]lease, error) {
 			continue
 		}
 		if l.owner == "" {
-			if err := t.remove(k.ctx, k.group, l.shard); err != nil {
+			if err := t.remove(ctx, k.group, l.shard); err != nil {
 				return nil, err
 			}
 		}

@@ -195,3 +195,41 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool, what func() string
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestLeasesRenewedWhateverTheCheckpointInterval: a replica whose checkpoint interval is
+// far longer than its lease still renews every third of the lease, so a second replica
+// on the one-shard stream (its share of one lease is none to steal) never finds the lease
+// expired: the first receives every event, the second none, for three lease durations.
+func TestLeasesRenewedWhateverTheCheckpointInterval(t *testing.T) {
+	kinesistest.DynamoDBEndpoint(t)
+	key, table := uniqueKey(t), leaseTableName()
+	slow := []kinesis.Option{kinesis.WithShards(1), kinesis.WithCheckpointInterval(time.Minute), kinesis.WithLeaseDuration(2 * time.Second)}
+	a := newLeased(t, key, table, slow...)
+	defer a.Close()
+	ka := channeltest.Consume(t, a, "sub")
+	ra := &receiver{got: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { ra.run(ctx, ka) })
+	channeltest.Publish(t, a, []string{"sub"}, channeltest.Event("before-b"))
+	waitFor(t, 30*time.Second, func() bool { return ra.count() == 1 }, func() string { return "a received nothing: it holds no lease" })
+
+	b := newLeased(t, key, table, kinesis.WithLeaseDuration(2*time.Second)) // b checkpoints every 100 ms
+	defer b.Close()
+	kb := channeltest.Consume(t, b, "sub")
+	rb := &receiver{got: map[string]int{}}
+	wg.Go(func() { rb.run(ctx, kb) })
+	const n = 12
+	for i := range n { // one event every 500 ms over 6 s: three lease durations
+		channeltest.Publish(t, a, []string{"sub"}, channeltest.Event("e"+strconv.Itoa(i)))
+		time.Sleep(500 * time.Millisecond)
+	}
+	waitFor(t, 30*time.Second, func() bool { return ra.count()+rb.count() >= n+1 }, func() string {
+		return fmt.Sprintf("a received %d, b %d of %d", ra.count(), rb.count(), n+1)
+	})
+	if rb.count() != 0 {
+		t.Errorf("b received %d events: it took the lease a was renewing (a received %d)", rb.count(), ra.count())
+	}
+}
