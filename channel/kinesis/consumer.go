@@ -145,7 +145,7 @@ func (k *consumer) follow() {
 	var lastList time.Time
 	for {
 		if time.Since(lastList) >= shardRefresh || k.wantsList() {
-			if all, err := k.listShards(); err != nil {
+			if all, err := k.listShards(k.ctx); err != nil {
 				k.ch.log.Warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
 			} else {
 				k.startShards(all)
@@ -183,11 +183,11 @@ func (k *consumer) wantsList() bool {
 }
 
 // listShards returns the stream's shards.
-func (k *consumer) listShards() ([]types.Shard, error) {
+func (k *consumer) listShards(ctx context.Context) ([]types.Shard, error) {
 	var all []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: aws.String(k.ch.stream)}
 	for {
-		out, err := k.ch.api.ListShards(k.ctx, in)
+		out, err := k.ch.api.ListShards(ctx, in)
 		if err != nil {
 			return nil, err
 		}

@@ -66,7 +66,7 @@ func (k *consumer) leaseRound() {
 			k.ch.log.Warn("lease", "kinesis: cannot renew a lease; retrying", "shard", id, "err", err)
 		}
 	}
-	all, err := k.listShards()
+	all, err := k.listShards(ctx)
 	if err != nil {
 		if k.ctx.Err() == nil {
 			k.ch.log.Warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
