@@ -57,6 +57,9 @@ func TestStartChecksFlags(t *testing.T) {
 		{"jetstream replicas range", []string{"--jetstream-replicas", "7"}, nil, "--jetstream-replicas 7: want 1 to 5"},
 		{"kafka partitions", []string{"--kafka-partitions", "0"}, nil, "--kafka-partitions 0: want at least 1"},
 		{"kafka replication", []string{"--kafka-replication-factor", "-1"}, nil, "--kafka-replication-factor -1: want at least 1"},
+		{"kinesis unconfigured", []string{"--channel", "kinesis"}, nil, "--channel kinesis needs --kinesis-checkpoint-dir DIR or --kinesis-lease-table NAME"},
+		{"kinesis lease duration", []string{"--kinesis-lease-table", "t", "--kinesis-region", "us-east-1", "--kinesis-lease-duration", "500ms"}, nil, "--kinesis-lease-duration 500ms: want at least 1s"},
+		{"kinesis lease table", []string{"--channel", "kinesis", "--kinesis-lease-table", "t", "--kinesis-region", "us-east-1"}, nil, ""},
 		{"bad memory limit", nil, []Option{WithMemoryLimit(0)}, "WithMemoryLimit(0): want > 0"},
 	}
 	for _, tt := range tests {
