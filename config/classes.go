@@ -3,14 +3,17 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // Broker classes Sluice runs, and Knative's stock ConfigMaps.
 const (
-	classMTChannel = "MTChannelBasedBroker"
-	classKafka     = "Kafka"
+	classMTChannel       = "MTChannelBasedBroker"
+	classKafka           = "Kafka"
+	classKafkaNamespaced = "KafkaNamespaced" // a Kafka broker whose data plane runs in its namespace
 
 	systemNamespace        = "knative-eventing"
 	cmBrokerDefaults       = "config-br-defaults"
@@ -25,6 +28,23 @@ const (
 	keyTopicReplication      = "default.topic.replication.factor"
 	keyKafkaAuthSecret       = "auth.secret.ref.name"
 )
+
+// brokerClasses are the broker classes Sluice runs, in the order messages list them.
+func brokerClasses() []string {
+	return []string{classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream}
+}
+
+// cloudClass says, for a class whose data plane is a cloud provider's service, that
+// Sluice does not run it ("" for other classes).
+func cloudClass(class string) string {
+	switch strings.ToLower(class) {
+	case "googlecloud", "pubsub", "cloudpubsub":
+		return ": its events live in Google Cloud Pub/Sub, which Sluice does not run"
+	case "awssqs", "sqs", "awssqsbroker", "sqsbroker":
+		return ": its events live in AWS SQS, which Sluice does not run"
+	}
+	return ""
+}
 
 // brokerDefault is one entry of config-br-defaults' default-br-config.
 type brokerDefault struct {
@@ -156,13 +176,30 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 	}
 	out := brokerBackend{class: class}
-	if class != classMTChannel && class != classKafka {
+	if !slices.Contains(brokerClasses(), class) {
 		// The class is the blocker: nothing else of a broker Sluice does not run matters.
 		where := "metadata.annotations." + annotationClass
 		if b.class == "" {
 			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
 		}
-		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka)}
+		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s)%s", where, class, strings.Join(brokerClasses(), ", "), cloudClass(class))}
+	}
+	if class == classNatsJetStream {
+		// eventing-natss reads no spec.config: its settings are its own annotation's, or
+		// its namespace's natsjetstream-broker-config's.
+		out.backend = ChannelJetStream
+		out.settings, errs = c.natsBroker(ns, p.annotations)
+		if b.externalTopic != "" {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s or %s", annotationExternalTopic, classKafka, classKafkaNamespaced))
+		}
+		if b.backend != "" && b.backend != out.backend {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: %q conflicts with the %s backend that broker class %s means",
+				annotationChannel, b.backend, out.backend, class))
+		}
+		return out, errs
+	}
+	if p.annotations[annotationNatsConfig] != "" {
+		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationNatsConfig, classNatsJetStream))
 	}
 	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
 		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}
@@ -226,7 +263,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		if tp != nil {
 			out.backend, out.settings = tp.backend, tp.settings
 		}
-	case classKafka:
+	case classKafka, classKafkaNamespaced:
 		out.backend = ChannelKafka
 		for k, v := range data {
 			switch k {
@@ -248,8 +285,8 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 		out.settings = out.settings.with(annotation(annotationExternalTopic), b.externalTopic)
 	}
-	if b.externalTopic != "" && class != classKafka {
-		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))
+	if b.externalTopic != "" && out.backend != ChannelKafka {
+		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s or %s", annotationExternalTopic, classKafka, classKafkaNamespaced))
 	}
 	if b.backend != "" {
 		switch {
@@ -295,6 +332,16 @@ func (c *classes) channelDefault(ns string) (*tmpl, error) {
 			}
 		}
 		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}, nil
+	case kindNatsJetStream:
+		scratch := &parsed{}
+		var ts natsTemplateSpec
+		path := "data.default-ch-config.spec"
+		scratch.templateSpec(path, cd.Spec, reflect.TypeFor[natsTemplateSpec](), &ts)
+		settings := natsChannelSettings(path, &ts, func(m string) { scratch.fail("%s", m) })
+		if scratch.failed() {
+			return nil, fmt.Errorf("%s: %s", where, strings.Join(scratch.reasons, "; "))
+		}
+		return &tmpl{kind: kindNatsJetStream, backend: ChannelJetStream, settings: settings}, nil
 	}
-	return nil, fmt.Errorf("%s: data.default-ch-config: kind %q is not supported; use %s or %s", where, cd.Kind, kindInMemory, kindKafkaChannel)
+	return nil, fmt.Errorf("%s: data.default-ch-config: kind %q is not supported; use %s, %s or %s", where, cd.Kind, kindInMemory, kindKafkaChannel, kindNatsJetStream)
 }

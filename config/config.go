@@ -60,6 +60,12 @@ const (
 	BackoffExponential = "exponential"
 )
 
+// Event formats, the values of Delivery.Format (Knative's DeliverySpec format).
+const (
+	FormatBinary = "binary"
+	FormatJSON   = "json"
+)
+
 // DefaultDelivery returns the delivery used for every field that neither a Trigger (or
 // Subscription) nor its Broker (or Channel) sets: 3 retries (4 attempts) with
 // exponential backoff from 200 ms, a 10 s timeout per attempt (delivery.DefaultTimeout
@@ -288,6 +294,9 @@ type Delivery struct {
 	// DeadLetterSinkCACerts and DeadLetterSinkAudience are the sink's CACerts (PEM)
 	// and audience, as for a Trigger's subscriber.
 	DeadLetterSinkCACerts, DeadLetterSinkAudience string
+	// Format is the event format deliveries use: FormatBinary (ce- headers, the
+	// default; "" means it too) or FormatJSON (structured mode: the event as JSON).
+	Format string
 }
 
 // Default returns the configuration used without a config file: one Broker

@@ -276,6 +276,13 @@ func (p *parsed) spec(obj object, spec any) {
 		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
 		p.channel = c
+	case *natsJetStreamChannelSpec:
+		addressable = true
+		p.subscribers(s.Subscribers)
+		c := &channelObj{backend: p.impliedBackend(backend, ChannelJetStream), headerEnc: enc,
+			settings: natsChannelSettings("spec", &s.natsTemplateSpec, func(m string) { p.fail("%s", m) })}
+		c.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.channel = c
 	case *triggerSpec:
 		t := &triggerObj{broker: s.Broker, brokerNS: p.status.Namespace, brokerPath: "spec.broker"}
 		switch r := s.BrokerRef; {
@@ -439,9 +446,14 @@ func (p *parsed) template(path string, t *channelTemplate) *tmpl {
 		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[kafkaTopicSpec](), &ks)
 		p.topic(path+".spec", ks)
 		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}
+	case t.Kind == kindNatsJetStream && group == groupMessaging && version == "v1alpha1":
+		var ts natsTemplateSpec
+		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[natsTemplateSpec](), &ts)
+		return &tmpl{kind: kindNatsJetStream, backend: ChannelJetStream,
+			settings: natsChannelSettings(path+".spec", &ts, func(m string) { p.fail("%s", m) })}
 	}
-	p.fail("%s: %s %q is not supported; use %s %s or %s %s",
-		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel)
+	p.fail("%s: %s %q is not supported; use %s %s, %s %s or %s %s",
+		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel, apiMessagingNats, kindNatsJetStream)
 	return nil
 }
 

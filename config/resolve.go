@@ -286,7 +286,7 @@ func (l *loader) resolve(cfg *Config) {
 			group, _ := splitAPIVersion(s.channel.APIVersion)
 			switch {
 			case addressable[s.channel.Kind] != groupMessaging || group != groupMessaging:
-				p.fail("spec.channel: %s %q is not a channel kind (%s Channel, InMemoryChannel, KafkaChannel)", s.channel.APIVersion, s.channel.Kind, groupMessaging)
+				p.fail("spec.channel: %s %q is not a channel kind (%s Channel, InMemoryChannel, KafkaChannel, NatsJetStreamChannel)", s.channel.APIVersion, s.channel.Kind, groupMessaging)
 			case n.Kind == kindBroker:
 				p.fail("spec.channel: %s/%s is a Broker, not a channel; use a Trigger", ns, s.channel.Name)
 			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):
