@@ -48,12 +48,18 @@ func cloudClass(class string) string {
 
 // brokerDefault is one entry of config-br-defaults' default-br-config.
 type brokerDefault struct {
-	BrokerClass string          `json:"brokerClass"`
-	APIVersion  string          `json:"apiVersion"`
-	Kind        string          `json:"kind"`
-	Name        string          `json:"name"`
-	Namespace   string          `json:"namespace"`
-	Delivery    json.RawMessage `json:"delivery"`
+	BrokerClass string        `json:"brokerClass"`
+	APIVersion  string        `json:"apiVersion"`
+	Kind        string        `json:"kind"`
+	Name        string        `json:"name"`
+	Namespace   string        `json:"namespace"`
+	Delivery    *deliverySpec `json:"delivery"`
+}
+
+// hasConfig reports whether the entry gives a config or delivery of its own (Knative's
+// inline BrokerConfig), beyond a class.
+func (d *brokerDefault) hasConfig() bool {
+	return d.APIVersion != "" || d.Kind != "" || d.Name != "" || d.Namespace != "" || d.Delivery != nil
 }
 
 type brokerDefaults struct {
@@ -134,13 +140,42 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	if bd.BrokerClass == "" {
 		bd.BrokerClass = classMTChannel // Knative's default class
 	}
-	if len(bd.Delivery) > 0 {
-		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: delivery: supported by Knative, not by Sluice; set spec.delivery on the Broker", where)
-	}
 	if bd.Namespace == "" {
 		bd.Namespace = ns
 	}
 	return *bd, nil
+}
+
+// defaultDelivery returns the delivery config-br-defaults gives a Broker of namespace ns
+// that has no spec.delivery, and the field it was written at; nil when none. The entry
+// is the one Knative's webhook picks (Defaults.GetBrokerConfig): looked up by the
+// Broker's class annotation, or by its spec.config's kind when it has one (as Knative
+// does); the namespace's entry when its brokerClass is that class, else clusterDefault.
+// An empty class looks up the namespace's own brokerClass first.
+func (c *classes) defaultDelivery(ns string, b *brokerObj) (*deliverySpec, string, error) {
+	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
+		return nil, "", nil // Knative's stock config-br-defaults has no delivery
+	}
+	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	if err != nil {
+		return nil, "", fmt.Errorf("ConfigMap %s/%s: data.default-br-config: %v", systemNamespace, cmBrokerDefaults, err)
+	}
+	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config."
+	class := b.class
+	if b.config != nil {
+		class = b.config.Kind
+	}
+	nd := d.NamespaceDefaults[ns]
+	if class == "" && nd != nil && nd.BrokerClass != "" {
+		class = nd.BrokerClass
+	}
+	if class != "" && nd != nil && nd.BrokerClass == class && nd.hasConfig() {
+		return nd.Delivery, where + "namespaceDefaults." + ns + ".delivery", nil
+	}
+	if cd := d.ClusterDefault; cd != nil && cd.hasConfig() {
+		return cd.Delivery, where + "clusterDefault.delivery", nil
+	}
+	return nil, "", nil
 }
 
 // brokerBackend is what a Broker runs on.

@@ -136,3 +136,21 @@ func (d Delivery) String() string {
 	}
 	return s
 }
+
+// defaultDelivery validates the delivery of a config-br-defaults entry, written at
+// where, for a Broker without spec.delivery. Knative's webhook copies deadLetterSink,
+// retry, backoffPolicy and backoffDelay of it into the Broker; its other fields would
+// be dropped, so they are refused, naming them.
+func (o *parsed) defaultDelivery(where string, d *deliverySpec) partialDelivery {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"timeout", d.Timeout != nil}, {"retryAfterMax", d.RetryAfterMax != nil}, {"format", d.Format != nil}} {
+		if f.set {
+			o.fail("%s.%s: Knative's defaults do not give a Broker this field (only deadLetterSink, retry, backoffPolicy and backoffDelay); set it in the Broker's spec.delivery", where, f.name)
+		}
+	}
+	c := *d
+	c.Timeout, c.RetryAfterMax, c.Format = nil, nil, nil
+	return o.delivery(where, &c)
+}

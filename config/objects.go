@@ -98,6 +98,7 @@ type brokerObj struct {
 	config             *kref  // spec.config
 	externalTopic      string
 	delivery           partialDelivery
+	hasDelivery        bool // spec.delivery is set: config-br-defaults' delivery does not apply
 }
 
 type channelObj struct {
@@ -252,7 +253,7 @@ func (p *parsed) spec(obj object, spec any) {
 				p.fail("spec.config.name: required")
 			}
 		}
-		b.delivery = p.delivery("spec.delivery", s.Delivery)
+		b.delivery, b.hasDelivery = p.delivery("spec.delivery", s.Delivery), s.Delivery != nil
 		p.broker = b
 	case *channelSpec:
 		addressable = true

@@ -85,10 +85,20 @@ func (l *loader) resolve(cfg *Config) {
 			for _, e := range errs {
 				p.fail("%s", e)
 			}
+			delivery := p.broker.delivery
+			if !p.broker.hasDelivery {
+				ds, where, err := c.defaultDelivery(ns, p.broker)
+				switch {
+				case err != nil:
+					p.fail("%v", err)
+				case ds != nil:
+					delivery = p.defaultDelivery(where, ds)
+				}
+			}
 			if p.failed() {
 				continue
 			}
-			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
+			n := &node{owner: p, delivery: delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Settings:       bb.settings.merge(p.own),
 				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
