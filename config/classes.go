@@ -147,11 +147,11 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 }
 
 // defaultDelivery returns the delivery config-br-defaults gives a Broker of namespace ns
-// that has no spec.delivery, and the field it was written at; nil when none. The entry
-// is the one Knative's webhook picks (Defaults.GetBrokerConfig): looked up by the
-// Broker's class annotation, or by its spec.config's kind when it has one (as Knative
-// does); the namespace's entry when its brokerClass is that class, else clusterDefault.
-// An empty class looks up the namespace's own brokerClass first.
+// that has no spec.delivery, and the field it was written at; nil when none. As the
+// class and config do, it comes from the namespace's entry (namespaceDefaults, its
+// brokerClass clusterDefault's when it names none) when that entry is for the Broker's
+// class (its annotation, else the default class) and gives a config or delivery, else
+// from clusterDefault: Knative's webhook looks the entry up by class the same way.
 func (c *classes) defaultDelivery(ns string, b *brokerObj) (*deliverySpec, string, error) {
 	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
 		return nil, "", nil // Knative's stock config-br-defaults has no delivery
@@ -161,16 +161,22 @@ func (c *classes) defaultDelivery(ns string, b *brokerObj) (*deliverySpec, strin
 		return nil, "", fmt.Errorf("ConfigMap %s/%s: data.default-br-config: %v", systemNamespace, cmBrokerDefaults, err)
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config."
+	clusterClass := classMTChannel
+	if d.ClusterDefault != nil && d.ClusterDefault.BrokerClass != "" {
+		clusterClass = d.ClusterDefault.BrokerClass
+	}
 	class := b.class
-	if b.config != nil {
-		class = b.config.Kind
-	}
-	nd := d.NamespaceDefaults[ns]
-	if class == "" && nd != nil && nd.BrokerClass != "" {
-		class = nd.BrokerClass
-	}
-	if class != "" && nd != nil && nd.BrokerClass == class && nd.hasConfig() {
-		return nd.Delivery, where + "namespaceDefaults." + ns + ".delivery", nil
+	if nd := d.NamespaceDefaults[ns]; nd != nil {
+		nsClass := nd.BrokerClass
+		if nsClass == "" {
+			nsClass = clusterClass
+		}
+		if class == "" {
+			class = nsClass
+		}
+		if nsClass == class && nd.hasConfig() {
+			return nd.Delivery, where + "namespaceDefaults." + ns + ".delivery", nil
+		}
 	}
 	if cd := d.ClusterDefault; cd != nil && cd.hasConfig() {
 		return cd.Delivery, where + "clusterDefault.delivery", nil
@@ -235,6 +241,10 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 	}
 	if p.annotations[annotationNatsConfig] != "" {
 		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationNatsConfig, classNatsJetStream))
+	}
+	if class == classKafkaNamespaced && b.config != nil && b.config.Namespace != "" && b.config.Namespace != ns {
+		// Knative's webhook refuses it too: the namespace's own data plane reads it.
+		return out, []string{fmt.Sprintf("spec.config.namespace: %q: a %s broker's ConfigMap must be in the Broker's namespace (%s)", b.config.Namespace, classKafkaNamespaced, ns)}
 	}
 	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
 		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}

@@ -92,6 +92,7 @@ func TestBrokerDefaultsDelivery(t *testing.T) {
 		{name: "a Broker's own spec.delivery replaces it whole", yaml: defaults(cluster, other) + broker("shop", "", "spec: {delivery: {retry: 1}}\n"), key: "shop/t", want: ownWant},
 		{name: "the namespace's entry", yaml: defaults(cluster, other) + broker("other", "", ""), key: "other/t", want: otherWant},
 		{name: "the namespace's entry is for its class only", yaml: defaults(cluster, other) + broker("other", "eventing.knative.dev/broker.class: Kafka", ""), key: "other/t", want: clusterWant},
+		{name: "a namespace's entry without a class is for clusterDefault's", yaml: defaults(cluster, other+"      third: {delivery: {retry: 2}}\n") + broker("third", "", ""), key: "third/t", want: otherWant},
 		{name: "no delivery in the defaults", yaml: defaults("", "      {}\n") + broker("shop", "", ""), key: "shop/t", want: def},
 		{name: "timeout is not copied by Knative: refused", yaml: defaults(", delivery: {timeout: PT5S}", other) + broker("shop", "", ""), key: "Broker shop/b",
 			notReady: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config.clusterDefault.delivery.timeout: Knative's defaults do not give a Broker this field"},
