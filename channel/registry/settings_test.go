@@ -174,3 +174,26 @@ func TestParseJetStream(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseJetStream: any text in a jetstream broker's stream settings is parsed into a
+// positive byte bound and 1 to 5 replicas (1 without --nats-url), or refused with an
+// error naming its key.
+func FuzzParseJetStream(f *testing.F) {
+	f.Add("4096", "1", false)
+	f.Add("-1", "3", true)
+	f.Add("99999999999999999999", "0", false)
+	f.Add(" 7 ", "+2", true)
+	f.Fuzz(func(t *testing.T, maxBytes, replicas string, external bool) {
+		const kb, kr = "spec.stream.config.maxBytes", "spec.stream.config.replicas"
+		s, err := parseJetStream(config.Settings{kb: maxBytes, kr: replicas}, external)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), kb+": ") && !strings.HasPrefix(err.Error(), kr+": ") {
+				t.Fatalf("error %q names no key", err)
+			}
+			return
+		}
+		if s.maxBytes < 1 || s.replicas < 1 || s.replicas > 5 || (!external && s.replicas > 1) {
+			t.Fatalf("parsed %+v out of range (external %v)", s, external)
+		}
+	})
+}
