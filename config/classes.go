@@ -54,6 +54,49 @@ type brokerDefault struct {
 	Name        string        `json:"name"`
 	Namespace   string        `json:"namespace"`
 	Delivery    *deliverySpec `json:"delivery"`
+	// Knative's per-class configs and its namespace-config switch: refused (unsupported).
+	BrokerClasses                    json.RawMessage `json:"brokerClasses"`
+	DisallowDifferentNamespaceConfig json.RawMessage `json:"disallowDifferentNamespaceConfig"`
+}
+
+// unsupported names the first field of the entry at path Sluice does not honour.
+func (d *brokerDefault) unsupported(path string) error {
+	switch {
+	case d == nil:
+	case len(d.BrokerClasses) > 0:
+		return fmt.Errorf("%s.brokerClasses: supported by Knative, not by Sluice: give each Broker its class's spec.config", path)
+	case len(d.DisallowDifferentNamespaceConfig) > 0:
+		return fmt.Errorf("%s.disallowDifferentNamespaceConfig: supported by Knative, not by Sluice", path)
+	}
+	return nil
+}
+
+// decodeBrokerDefaults decodes config-br-defaults' default-br-config, refusing the
+// fields Sluice does not honour; the error names the ConfigMap and the field.
+func (c *classes) decodeBrokerDefaults() (brokerDefaults, error) {
+	if c.brDefaults == nil {
+		d, err := c.checkBrokerDefaults()
+		c.brDefaults = &decodedYAML{d, err}
+	}
+	return c.brDefaults.v.(brokerDefaults), c.brDefaults.err
+}
+
+// checkBrokerDefaults is decodeBrokerDefaults' work, done once per load.
+func (c *classes) checkBrokerDefaults() (brokerDefaults, error) {
+	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config"
+	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	if err != nil {
+		return d, fmt.Errorf("%s: %v", where, err)
+	}
+	if err := d.ClusterDefault.unsupported(where + ".clusterDefault"); err != nil {
+		return d, err
+	}
+	for _, ns := range sortedKeys(d.NamespaceDefaults) {
+		if err := d.NamespaceDefaults[ns].unsupported(where + ".namespaceDefaults." + ns); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
 }
 
 // hasConfig reports whether the entry gives a config or delivery of its own (Knative's
@@ -84,6 +127,8 @@ type channelDefaults struct {
 type classes struct {
 	cms     map[string]map[string]string // "ns/name" → data
 	decoded map[string]decodedYAML       // "ns/name\x00key" → the value's YAML, decoded
+
+	brDefaults *decodedYAML // config-br-defaults' default-br-config, decoded and checked once
 }
 
 // decodedYAML is a ConfigMap value's YAML text decoded, or why it could not be.
@@ -119,10 +164,9 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
 		return stockBrokerDefault, nil
 	}
-	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults
-	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	d, err := c.decodeBrokerDefaults()
 	if err != nil {
-		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: %v", where, err)
+		return brokerDefault{}, err
 	}
 	bd := d.ClusterDefault
 	if nd, ok := d.NamespaceDefaults[ns]; ok && nd != nil {
@@ -156,9 +200,9 @@ func (c *classes) defaultDelivery(ns string, b *brokerObj) (*deliverySpec, strin
 	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
 		return nil, "", nil // Knative's stock config-br-defaults has no delivery
 	}
-	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	d, err := c.decodeBrokerDefaults()
 	if err != nil {
-		return nil, "", fmt.Errorf("ConfigMap %s/%s: data.default-br-config: %v", systemNamespace, cmBrokerDefaults, err)
+		return nil, "", err
 	}
 	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config."
 	clusterClass := classMTChannel

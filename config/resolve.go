@@ -86,7 +86,7 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("%s", e)
 			}
 			delivery := p.broker.delivery
-			if !p.broker.hasDelivery {
+			if !p.broker.hasDelivery && len(errs) == 0 { // a broker that does not run needs no delivery
 				ds, where, err := c.defaultDelivery(ns, p.broker)
 				switch {
 				case err != nil:
