@@ -93,7 +93,7 @@ func TestMoreClasses(t *testing.T) {
 			yaml: broker("b", "eventing.knative.dev/broker.class: AWSSQSBroker", ""), key: "Broker shop/b",
 			notReady: `"AWSSQSBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker): its events live in AWS SQS`},
 		{name: "config-br-defaults' brokerClasses refused naming the field",
-			yaml: broker("b", "", "") + cm("knative-eventing", "config-br-defaults", "  default-br-config: |\n    clusterDefault: {brokerClass: MTChannelBasedBroker}\n    namespaceDefaults:\n      shop: {brokerClasses: {Kafka: {name: k}}}\n"),
+			yaml:     broker("b", "", "") + cm("knative-eventing", "config-br-defaults", "  default-br-config: |\n    clusterDefault: {brokerClass: MTChannelBasedBroker}\n    namespaceDefaults:\n      shop: {brokerClasses: {Kafka: {name: k}}}\n"),
 			key:      "Broker shop/b",
 			notReady: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config.namespaceDefaults.shop.brokerClasses: supported by Knative, not by Sluice"},
 		{name: "NatsJetStreamChannel",
