@@ -148,7 +148,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 		Ordered: tc.Ordered, MaxInFlight: b.maxInFlight(tc), MaxDeliveryRate: tc.Caps.Rate, HeaderEncoding: headerEncoding(b.cfg),
 		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
 		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
-		Batch: tc.Batch, BatchWait: tc.BatchWait,
+		Batch: tc.Batch, BatchWait: tc.BatchWait, Structured: d.Format == config.FormatJSON,
 	}, nil
 }
 

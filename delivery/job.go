@@ -101,7 +101,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	tm.inflight.Dec()
 	d.lim.release()
@@ -156,7 +156,7 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, "", u); err != nil { // a reply URL names no audience
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	if ctx.Err() != nil {
 		d.release(j)
@@ -237,7 +237,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, t.DeadLetterAudience, t.dls); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	if ctx.Err() != nil {
 		d.release(j)

@@ -222,7 +222,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err := srv.Apply(ctx, cfg); err != nil {
 		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
 	}
-	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
+	// PingSources send with the deliveries' client: the same --deny-egress, no redirects
+	// followed, bounded response heads.
+	pings, err := ping.New(append(pingOpts, ping.WithLogger(log),
+		ping.WithClient(delivery.NewClient(delivery.WithDenyEgress(f.denyEgress))))...)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err
@@ -245,6 +248,14 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log, warn)
 	if err != nil {
+		srv.Shutdown(ctx)
+		return err
+	}
+	if err := registerBodyBudget(reg, hs); err != nil {
+		hs.Close()
+		if plain != nil {
+			plain.Close()
+		}
 		srv.Shutdown(ctx)
 		return err
 	}
