@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
@@ -221,4 +224,28 @@ func TestDLQJetStreamKilledMidRedrive(t *testing.T) {
 	if len(delivered) != n {
 		t.Fatalf("delivered %d distinct events in all; want %d", len(delivered), n)
 	}
+}
+
+// TestDLQJetStreamReplicasShareStore: two replicas on one external NATS server share a
+// trigger's dead-letter store: what either kept, the other lists and redrives, and the
+// redrive empties it for both.
+func TestDLQJetStreamReplicasShareStore(t *testing.T) {
+	const n = 20
+	ns := natsAt(t, server.RANDOM_PORT, t.TempDir())
+	url := fmt.Sprintf("nats://127.0.0.1:%d", ns.Addr().(*net.TCPAddr).Port)
+	s := newDLQSetup(t, nil)
+	args := []string{"--config", s.cfg, "--ops-token-file", s.token, "--channel", "jetstream", "--nats-url", url, "--jetstream-replicas", "1"}
+	a, b := startBroker(t, args...), startBroker(t, args...)
+	sendN(t, a, "r", n/2)
+	sendN(t, b, "s", n/2)
+	sluicetest.Eventually(t, 60*time.Second, "all dead-lettered", func() bool { return s.list(t, b).Total == n })
+	if p := s.list(t, a); p.Total != n || len(eventIDs(t, p)) != n || !p.Durable {
+		t.Fatalf("replica a lists %d (%d distinct, durable %v); want the same %d as b", p.Total, len(eventIDs(t, p)), p.Durable, n)
+	}
+	s.up.Store(true)
+	if out, err := sluiceCLI("dlq", "redrive", "--addr", b.base, "--ops-token-file", s.token, "--trigger", "default/t", "--rate", "1000"); err != nil {
+		t.Fatalf("redrive on b: %v\n%s", err, out)
+	}
+	s.sub.waitFor(t, n, 60*time.Second)
+	sluicetest.Eventually(t, 60*time.Second, "a sees the store empty", func() bool { return s.list(t, a).Total == 0 })
 }
