@@ -25,7 +25,7 @@ import (
 //	POST /triggers/<ns>/<name>/dlq/redrive[?rate=N&id=ID...]  deliver them once more (DLQRedrive)
 //	POST /triggers/<ns>/<name>/dlq/purge[?id=ID...]  delete them (DLQPurge)
 //
-// Like pause and resume, the POSTs answer 403 without --ops-token-file.
+// All three answer 403 without --ops-token-file: a listing shows the events' data.
 
 // Bounds of a redrive.
 const (
@@ -233,8 +233,12 @@ func (s *Server) serveDLQ(w http.ResponseWriter, r *http.Request, parts []string
 		http.Error(w, "want "+TriggersPath+"<namespace>/<name>/dlq[/redrive|/purge]", http.StatusNotFound)
 		return
 	}
-	if action != "" && !s.opts.opsGuarded {
-		http.Error(w, action+" is off: this server has no operator token; start it with --ops-token-file to "+action+" dead letters", http.StatusForbidden)
+	if !s.opts.opsGuarded { // a listing shows the events' data: never on an open port
+		what := action
+		if what == "" {
+			what = "list"
+		}
+		http.Error(w, what+" is off: this server has no operator token; start it with --ops-token-file to "+what+" dead letters", http.StatusForbidden)
 		return
 	}
 	key := parts[0] + "/" + parts[1]

@@ -142,7 +142,7 @@ func TestDLQRequests(t *testing.T) {
 	}{
 		{"redrive without token file", false, "POST", "/triggers/ns/all/dlq/redrive", 403, "--ops-token-file"},
 		{"purge without token file", false, "POST", "/triggers/ns/all/dlq/purge", 403, "--ops-token-file"},
-		{"list without token file", false, "GET", "/triggers/ns/all/dlq", 200, `"trigger":"ns/all"`},
+		{"list without token file", false, "GET", "/triggers/ns/all/dlq", 403, "--ops-token-file to list"},
 		{"unknown trigger", true, "GET", "/triggers/ns/none/dlq", 404, "ns/none"},
 		{"rate too high", true, "POST", "/triggers/ns/all/dlq/redrive?rate=1001", 400, "rate"},
 		{"rate zero", true, "POST", "/triggers/ns/all/dlq/redrive?rate=0", 400, "rate"},
@@ -170,7 +170,7 @@ func TestDLQRequests(t *testing.T) {
 // TestDLQOffDrops: with the store off (MaxEntries 0) the endpoint says so.
 func TestDLQOff(t *testing.T) {
 	sub, _, _ := switchSubscriber(t)
-	s := newTestServer(t, nil, WithDLQ(dlq.Limits{}))
+	s := newTestServer(t, nil, WithDLQ(dlq.Limits{}), WithOpsGuarded(true))
 	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("all", sub.URL))); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-broker/sluice/internal/cli"
@@ -47,13 +48,19 @@ spec: {broker: shop, subscriber: {uri: %q}, delivery: {retry: 0}}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Listing dead letters needs the operator token: the browser sends it on every request.
+	const token = "dlq-test-token-0123456789"
+	tokenPath := filepath.Join(t.TempDir(), "ops.token")
+	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("GOGC", "100")
 	t.Setenv("GOMEMLIMIT", "off")
 	var serveLog syncBuffer
 	sctx, stopServe := context.WithCancel(context.Background())
 	served := make(chan int, 1)
 	go func() {
-		served <- cli.Execute(sctx, []string{"serve", "--config", cfgPath, "--addr", addr}, io.Discard, &serveLog)
+		served <- cli.Execute(sctx, []string{"serve", "--config", cfgPath, "--addr", addr, "--ops-token-file", tokenPath}, io.Discard, &serveLog)
 	}()
 	defer func() {
 		stopServe()
@@ -107,6 +114,13 @@ spec: {broker: shop, subscriber: {uri: %q}, delivery: {retry: 0}}
 	var errs consoleErrors
 	errs.listen(lctx)
 	defer func() { stopListening(); <-errs.done }()
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+		Headers: network.Headers{"Authorization": "Bearer " + token}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui")); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +150,7 @@ spec: {broker: shop, subscriber: {uri: %q}, delivery: {retry: 0}}
 	if !strings.HasPrefix(sum, "3 kept") || !strings.Contains(sum, "(memory)") {
 		t.Errorf("store summary %q; want 3 kept, in memory", sum)
 	}
-	want := mustScrape(t, base, `sluice_dlq_stored_total{trigger="demo/billing"}`)
+	want := mustScrape(t, "http://ops:"+token+"@"+addr, `sluice_dlq_stored_total{trigger="demo/billing"}`) // Basic auth from the URL
 	if !waitFor(15*time.Second, func() bool {
 		got, ok := pageValue(ctx, t, "trigger", "demo/billing", "dlq_stored_total")
 		return ok && got == want
