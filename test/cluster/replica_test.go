@@ -190,8 +190,8 @@ func (rt replicaTest) run(t *testing.T) []*replica {
 		}
 	}
 	total, sent := len(accepted), l.Sent()
-	t.Logf("load: %d sent over %s, %d accepted (per second: %v), %d refused by every live replica",
-		sent, rt.Load, total, perSecond, sent-total)
+	t.Logf("load: %d sent over %s (%d skipped: every worker busy), %d accepted (per second: %v), %d refused by every live replica",
+		sent, rt.Load, l.Skipped(), total, perSecond, sent-total)
 	// A share of what the generator managed to send (a loaded machine sends fewer), not
 	// of what it was asked to.
 	if total == 0 || total < sent/4 {

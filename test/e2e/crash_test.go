@@ -172,7 +172,7 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 	l1.Stop()
 	phase1IDs := l1.Issued() // the events of phase 1 are those numbered below
 	before := l1.Accepted()
-	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill)", l1.Sent(), before, l1.Sent()-before)
+	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill), %d skipped (every worker busy)", l1.Sent(), before, l1.Sent()-before, l1.Skipped())
 	if !enough {
 		t.Fatalf("only %d of the %d events to accept before the kill were accepted in %v", before, rate, hang)
 	}
@@ -185,7 +185,7 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 	l2.Stop()
 	total := before + l2.Accepted()
 	sent := l1.Sent() + l2.Sent()
-	t.Logf("in all: %d sent, %d accepted, %d failed", sent, total, sent-total)
+	t.Logf("in all: %d sent, %d accepted, %d failed, %d skipped", sent, total, sent-total, l1.Skipped()+l2.Skipped())
 	if !enough {
 		t.Fatalf("%d events accepted after the restart in %v, want %d", total-before, phase+hang, rate)
 	}
