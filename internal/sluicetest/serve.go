@@ -3,8 +3,11 @@
 // URL for the bench suite's own start): the start, the wait for the ingest URL and for
 // /readyz, and the reading of /metrics that each of those suites needs alike. How a
 // process is stopped stays with each suite (their tests kill, restart and time
-// processes differently). For every package's tests it also waits for a condition
-// (Eventually) and reads a metric's series from a registry (Gather).
+// processes differently). It drives their load (Load: events paced by loadtest/pacer,
+// each one's answer recorded, so a test can check that nothing accepted was lost) and
+// writes their broker manifests (BrokerYAML, WriteConfig). For every package's tests it
+// also waits for a condition (Eventually) and reads a metric's series from a registry
+// (Gather).
 package sluicetest
 
 import (

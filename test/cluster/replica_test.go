@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
+	"github.com/sluice-broker/sluice/loadtest/pacer"
 )
 
 // replica is one running `sluice serve`.
@@ -141,23 +139,8 @@ func (rt replicaTest) run(t *testing.T) []*replica {
 	}))
 	defer recv.Close()
 
-	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
-	yaml := fmt.Sprintf(`apiVersion: eventing.knative.dev/v1
-kind: Broker
-metadata: {name: default, namespace: %[1]s}
-spec:
-  delivery: {retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}
----
-apiVersion: eventing.knative.dev/v1
-kind: Trigger
-metadata: {name: shared, namespace: %[1]s}
-spec:
-  broker: default
-  subscriber: {uri: %[2]q}
-`, rt.Namespace, recv.URL)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sluicetest.WriteConfig(t, sluicetest.BrokerYAML(rt.Namespace, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.05S}",
+		sluicetest.Trigger{Name: "shared", URI: recv.URL}))
 	args := append([]string{"--config", cfg, "--shutdown-timeout", "5s"}, rt.Args...)
 	replicas := make([]*replica, rt.Replicas)
 	for i := range replicas {
@@ -165,44 +148,23 @@ spec:
 	}
 	path := "/" + rt.Namespace + "/default"
 
-	// The load: rate events/s from a pool of workers fed by a ticker; event id goes to
-	// replica id%N first and, like a load balancer, to the next live one when refused.
+	// The load: rate events/s of 2 KiB from 256 workers (sluicetest.Load); event n goes
+	// to replica n%N first and, like a load balancer, to the next live one when refused.
 	data := bytes.Repeat([]byte("x"), 2048)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
-	var (
-		amu      sync.Mutex
-		accepted = map[int]time.Time{} // id -> when its 202 came
-		nextID   atomic.Int64
-		sent     atomic.Int64
-		failed   atomic.Int64
-	)
-	post := func(id int) {
-		sent.Add(1)
+	client := sluicetest.NewClient(256, 10*time.Second)
+	post := func(n uint64) sluicetest.Answer {
+		var last sluicetest.Answer // no live replica: no answer
 		for k := range rt.Replicas {
-			r := replicas[(id+k)%rt.Replicas]
+			r := replicas[(int(n)+k)%rt.Replicas]
 			if r.dead.Load() {
 				continue
 			}
-			req, _ := http.NewRequest(http.MethodPost, r.base+path, bytes.NewReader(data))
-			req.Header.Set("ce-specversion", "1.0")
-			req.Header.Set("ce-id", strconv.Itoa(id))
-			req.Header.Set("ce-source", "/cluster-test")
-			req.Header.Set("ce-type", "io.sluice.cluster")
-			req.Header.Set("Content-Type", "application/octet-stream")
-			resp, err := client.Do(req)
-			if err != nil {
-				continue
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusAccepted {
-				amu.Lock()
-				accepted[id] = time.Now()
-				amu.Unlock()
-				return
+			p := sluicetest.Poster{Client: client, URL: r.base + path, Type: "io.sluice.cluster", Source: "/cluster-test", Data: data}
+			if last = p.Send(n); last.Status == http.StatusAccepted {
+				break
 			}
 		}
-		failed.Add(1)
+		return last
 	}
 	start := time.Now()
 	faultAt := make([]time.Time, len(rt.Faults))
@@ -215,62 +177,30 @@ spec:
 			f.Do(t, replicas)
 		}
 	})
-	func() {
-		ctx, cancel := context.WithTimeout(context.Background(), rt.Load)
-		defer cancel()
-		ids := make(chan int, rt.Rate)
-		var wg sync.WaitGroup
-		for range 256 {
-			wg.Go(func() {
-				for id := range ids {
-					post(id)
-				}
-			})
-		}
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-tick.C:
-				for range rt.Rate / 100 {
-					select {
-					case ids <- int(nextID.Add(1)):
-					default: // workers saturated: not sent rather than queued
-					}
-				}
-			}
-		}
-		close(ids)
-		wg.Wait()
-	}()
+	l := sluicetest.Load{Pacer: pacer.Constant{Rate: float64(rt.Rate), Duration: rt.Load}, Workers: 256, Send: post}.Start(context.Background())
+	l.Wait()
 	fwg.Wait()
 	loadEnd := time.Now()
-	amu.Lock()
-	total := len(accepted)
-	amu.Unlock()
+	accepted := map[int]time.Time{} // event -> when its 202 came
 	perSecond := make([]int, int(rt.Load/time.Second)+1)
-	amu.Lock()
-	for _, at := range accepted {
-		if i := int(at.Sub(start) / time.Second); i >= 0 && i < len(perSecond) {
+	for _, a := range l.Acceptances(time.Time{}) {
+		accepted[int(a.N)] = a.At
+		if i := int(a.At.Sub(start) / time.Second); i >= 0 && i < len(perSecond) {
 			perSecond[i]++
 		}
 	}
-	amu.Unlock()
-	t.Logf("load: %d sent over %s, %d accepted (per second: %v), %d refused by every live replica",
-		sent.Load(), rt.Load, total, perSecond, failed.Load())
+	total, sent := len(accepted), l.Sent()
+	t.Logf("load: %d sent over %s (%d skipped: every worker busy), %d accepted (per second: %v), %d refused by every live replica",
+		sent, rt.Load, l.Skipped(), total, perSecond, sent-total)
 	// A share of what the generator managed to send (a loaded machine sends fewer), not
 	// of what it was asked to.
-	if total == 0 || int64(total) < sent.Load()/4 {
-		t.Fatalf("only %d events accepted of %d sent", total, sent.Load())
+	if total == 0 || total < sent/4 {
+		t.Fatalf("only %d events accepted of %d sent", total, sent)
 	}
 
 	deadline := loadEnd.Add(rt.Recovery)
 	for {
 		rmu.Lock()
-		amu.Lock()
 		missing, dups, delivered := 0, 0, 0
 		for id := range accepted {
 			if got[id] == nil {
@@ -305,7 +235,6 @@ spec:
 				takeovers[i] = fmt.Sprintf("%s: takeover %s, ingress gap %s", f.Name,
 					max(0, last.Sub(faultAt[i])).Round(10*time.Millisecond), gap.Round(10*time.Millisecond))
 			}
-			amu.Unlock()
 			rmu.Unlock()
 			var shares []string
 			for _, r := range replicas {
@@ -322,7 +251,6 @@ spec:
 			}
 			return replicas
 		}
-		amu.Unlock()
 		rmu.Unlock()
 		if time.Now().After(deadline) {
 			t.Fatalf("LOST: %d of %d accepted events never delivered within %s of the load's end (%d duplicates)",

@@ -15,6 +15,8 @@ import (
 
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+	"github.com/sluice-broker/sluice/loadtest/pacer"
 )
 
 // TestJetStreamCrash: kill -9 and restart on the embedded JetStream channel, same data
@@ -139,121 +141,60 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 	args = append([]string{"--config", cfg}, args...)
 	path := "/" + namespace + "/default"
 
+	// The load: rate events/s of 2 KiB from 64 workers; after the restart, a second load
+	// numbers its events on from the first's.
 	data := bytes.Repeat([]byte("x"), 2048)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
-	var (
-		amu      sync.Mutex
-		accepted = map[int]bool{}
-		nextID   atomic.Int64
-		sent     atomic.Int64
-		failed   atomic.Int64
-	)
-	acceptedCount := func() int {
-		amu.Lock()
-		defer amu.Unlock()
-		return len(accepted)
+	client := sluicetest.NewClient(256, 5*time.Second)
+	startLoad := func(url string, first uint64) *sluicetest.LoadRun {
+		p := sluicetest.Poster{Client: client, URL: url, Type: "io.sluice.crash", Source: "/e2e",
+			ContentType: "application/json", Data: data,
+			ID: func(n uint64) string { return strconv.FormatUint(first+n, 10) }}
+		return sluicetest.Load{Pacer: pacer.Constant{Rate: float64(rate)}, Workers: 64, Send: p.Send}.Start(context.Background())
 	}
-	// waitAccepted waits until n events in all have been accepted, at most hang.
-	waitAccepted := func(n int) bool {
-		for end := time.Now().Add(hang); acceptedCount() < n; time.Sleep(10 * time.Millisecond) {
+	// waitAccepted waits until l has accepted n events, at most hang.
+	waitAccepted := func(l *sluicetest.LoadRun, n int) bool {
+		for end := time.Now().Add(hang); l.Accepted() < n; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(end) {
 				return false
 			}
 		}
 		return true
 	}
-	// load posts rate events/s to url until stop is closed, from a pool of workers fed by
-	// a ticker.
-	load := func(url string, stop <-chan struct{}) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		ids := make(chan int, rate)
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Go(func() {
-				for id := range ids {
-					req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(data))
-					for k, v := range ceHeaders(strconv.Itoa(id), "io.sluice.crash") {
-						req.Header.Set(k, v)
-					}
-					resp, err := client.Do(req)
-					sent.Add(1)
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusAccepted {
-						amu.Lock()
-						accepted[id] = true
-						amu.Unlock()
-					} else {
-						failed.Add(1)
-					}
-				}
-			})
-		}
-		tick := time.NewTicker(time.Second / 100) // 100 ticks/s, rate/100 events each
-		defer tick.Stop()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-tick.C:
-				for range rate / 100 {
-					select {
-					case ids <- int(nextID.Add(1)):
-					default: // workers saturated: count it as not sent rather than queue
-					}
-				}
-			}
-		}
-		close(ids)
-		wg.Wait()
-	}
 
 	b := startBroker(t, args...)
-	ingest := b.base + path
-	stop1 := make(chan struct{})
-	var enough bool
-	go func() {
-		defer close(stop1)
-		if enough = waitAccepted(rate); !enough {
-			return
-		}
+	l1 := startLoad(b.base+path, 0)
+	enough := waitAccepted(l1, rate)
+	if enough {
 		b.cmd.Process.Kill() // SIGKILL mid-load
 		<-b.exited
 		time.Sleep(afterKill) // the load goes on against the dead port
-	}()
-	load(ingest, stop1)
-	phase1IDs := int(nextID.Load())
-	before := acceptedCount()
-	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill)", sent.Load(), before, failed.Load())
+	}
+	l1.Stop()
+	phase1IDs := l1.Issued() // the events of phase 1 are those numbered below
+	before := l1.Accepted()
+	t.Logf("phase 1: %d sent, %d accepted, %d failed (the kill), %d skipped (every worker busy)", l1.Sent(), before, l1.Sent()-before, l1.Skipped())
 	if !enough {
 		t.Fatalf("only %d of the %d events to accept before the kill were accepted in %v", before, rate, hang)
 	}
 
 	restarted.Store(true)
 	b2 := startBroker(t, args...)
-	stop2 := make(chan struct{})
-	go func() {
-		defer close(stop2)
-		time.Sleep(phase)
-		enough = waitAccepted(before + rate)
-	}()
-	load(b2.base+path, stop2)
-	total := acceptedCount()
-	t.Logf("in all: %d sent, %d accepted, %d failed", sent.Load(), total, failed.Load())
+	l2 := startLoad(b2.base+path, phase1IDs)
+	time.Sleep(phase)
+	enough = waitAccepted(l2, rate)
+	l2.Stop()
+	total := before + l2.Accepted()
+	sent := l1.Sent() + l2.Sent()
+	t.Logf("in all: %d sent, %d accepted, %d failed, %d skipped", sent, total, sent-total, l1.Skipped()+l2.Skipped())
 	if !enough {
 		t.Fatalf("%d events accepted after the restart in %v, want %d", total-before, phase+hang, rate)
+	}
+	accepted := map[int]bool{}
+	for _, n := range l1.AcceptedBefore(time.Time{}) {
+		accepted[int(n)] = true
+	}
+	for _, n := range l2.AcceptedBefore(time.Time{}) {
+		accepted[int(phase1IDs+n)] = true
 	}
 
 	// Messages held by the killed process come back after JetStream's ack wait (5s here),
@@ -263,7 +204,6 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 	for {
 		missing, dups := 0, 0
 		rmu.Lock()
-		amu.Lock()
 		for id := range accepted {
 			if got[id] == 0 {
 				missing++
@@ -276,11 +216,10 @@ func runCrashTest(t *testing.T, namespace string, deadLetter bool, rate int, arg
 		}
 		recovered := 0
 		for _, id := range afterRestart {
-			if id <= phase1IDs && accepted[id] {
+			if uint64(id) < phase1IDs && accepted[id] {
 				recovered++ // accepted before the kill, first delivered after the restart
 			}
 		}
-		amu.Unlock()
 		rmu.Unlock()
 		if missing == 0 {
 			if recovered != before {

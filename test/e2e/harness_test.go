@@ -201,14 +201,7 @@ func (s *subscriber) waitFor(t *testing.T, n int, timeout time.Duration) []recei
 }
 
 // writeConfig writes a config file into a temp dir and returns its path.
-func writeConfig(t *testing.T, yaml string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func writeConfig(t *testing.T, yaml string) string { return sluicetest.WriteConfig(t, yaml) }
 
 // replaceFile rewrites path atomically, as editors do.
 func replaceFile(t *testing.T, path, content string) {
@@ -259,17 +252,9 @@ func brokerYAML(delivery string, triggers ...[3]string) string {
 
 // brokerYAMLIn is brokerYAML for a broker named default in namespace ns.
 func brokerYAMLIn(ns, delivery string, triggers ...[3]string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default, namespace: %s}\n", ns)
-	if delivery != "" {
-		b.WriteString("spec:\n  delivery: " + delivery + "\n")
+	trs := make([]sluicetest.Trigger, len(triggers))
+	for i, tr := range triggers {
+		trs[i] = sluicetest.Trigger{Name: tr[0], Type: tr[1], URI: tr[2]}
 	}
-	for _, tr := range triggers {
-		fmt.Fprintf(&b, "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: %s}\nspec:\n  broker: default\n", tr[0], ns)
-		if tr[1] != "" {
-			fmt.Fprintf(&b, "  filter: {attributes: {type: %s}}\n", tr[1])
-		}
-		fmt.Fprintf(&b, "  subscriber: {uri: %q}\n", tr[2])
-	}
-	return b.String()
+	return sluicetest.BrokerYAML(ns, delivery, trs...)
 }

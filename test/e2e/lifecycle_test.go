@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+	"github.com/sluice-broker/sluice/loadtest/pacer"
 )
 
 // TestMemoryBoundedWhileSubscriberDown keeps sending while the only subscriber hangs:
@@ -135,35 +139,10 @@ func TestReload(t *testing.T) {
 	b := startBroker(t, "--config", path)
 	ingest := b.base + "/default/default"
 
-	// A steady stream to trigger a for the whole test.
-	stop := make(chan struct{})
-	var sentA atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			req, _ := http.NewRequest("POST", ingest, strings.NewReader("{}"))
-			for k, v := range ceHeaders(fmt.Sprint("a-", i), "type.a") {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			discard(resp)
-			if resp.StatusCode == 202 {
-				sentA.Add(1)
-			} else {
-				t.Errorf("type.a event %d: %d", i, resp.StatusCode)
-			}
-		}
-	}()
+	// A steady stream to trigger a for the whole test: 200 events/s.
+	streamA := sluicetest.Load{Pacer: pacer.Constant{Rate: 200}, Workers: 4, Send: sluicetest.Poster{
+		URL: ingest, Type: "type.a", Source: "/e2e", ContentType: "application/json", Data: []byte("{}"),
+		ID: func(n uint64) string { return fmt.Sprint("a-", n) }}.Send}.Start(context.Background())
 
 	// within sends type.b events until sub has one more than before, and returns how long
 	// that took after the change.
@@ -210,9 +189,11 @@ func TestReload(t *testing.T) {
 		t.Errorf("removed trigger still delivers: %d → %d", before, subB2.count())
 	}
 
-	close(stop)
-	<-done
-	n := int(sentA.Load())
+	streamA.Stop()
+	if r := streamA.Refusals(); r != "" {
+		t.Errorf("type.a events not accepted: %s (last: %s)", r, streamA.LastRefusal())
+	}
+	n := streamA.Accepted()
 	got := subA.waitFor(t, n, 10*time.Second)
 	seen := map[string]bool{}
 	for _, r := range got {

@@ -59,22 +59,16 @@ func diskRun(t *testing.T, fault, reason string, s *sink, url string, fill, free
 	t.Helper()
 	s.down.Store(true)
 	fill()
-	l := newLoader(url, strings.ReplaceAll(fault, " ", ""), 400)
-	l.start()
+	l := startFaultLoad(url, strings.ReplaceAll(fault, " ", ""), 400)
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		l.mu.Lock()
-		refused := l.codes[503] + l.codes[507] + l.codes[429]
-		l.mu.Unlock()
-		if refused >= 50 {
+		if l.Count(503, 507, 429) >= 50 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	full := time.Now()
-	l.mu.Lock()
-	whileFull := l.lastError
-	l.mu.Unlock()
+	whileFull := l.LastRefusal()
 	if !strings.Contains(whileFull, reason) {
 		t.Errorf("%s: refusal %q does not say %q", fault, whileFull, reason)
 	}
@@ -88,20 +82,20 @@ func diskRun(t *testing.T, fault, reason string, s *sink, url string, fill, free
 	free()
 	freed := time.Now()
 	time.Sleep(10 * time.Second)
-	l.stop()
+	l.Stop()
 	all := l.acceptedIDs(time.Time{})
 	if _, ok := s.waitAll(all, 60*time.Second); !ok {
 		t.Errorf("%s: not every accepted event arrived", fault)
 	}
 	delivered, dups := s.count(all)
-	r := result{Fault: fault, Path: "jetstream (embedded) disk", Sent: l.sent, Accepted: len(all), Refused: l.refusals(),
+	r := result{Fault: fault, Path: "jetstream (embedded) disk", Sent: l.Sent(), Accepted: len(all), Refused: l.Refusals(),
 		Delivered: delivered, Duplicates: dups, Lost: len(all) - delivered,
-		IngressRecoveryS: l.firstAcceptedAfter(freed).Seconds(), Note: "refusal while full: " + whileFull + "; last refusal: " + l.lastError}
-	if l.codes[503]+l.codes[507]+l.codes[429] == 0 {
-		t.Errorf("%s: ingress never refused (codes %v)", fault, l.codes)
+		IngressRecoveryS: l.FirstAcceptedAfter(freed).Seconds(), Note: "refusal while full: " + whileFull + "; last refusal: " + l.LastRefusal()}
+	if l.Count(503, 507, 429) == 0 {
+		t.Errorf("%s: ingress never refused (codes %v)", fault, l.Codes())
 	}
-	if l.noRetry > 0 {
-		t.Errorf("%s: %d refusals without Retry-After", fault, l.noRetry)
+	if l.NoRetryAfter() > 0 {
+		t.Errorf("%s: %d refusals without Retry-After", fault, l.NoRetryAfter())
 	}
 	if r.Lost > 0 {
 		t.Errorf("%s: %d accepted events lost", fault, r.Lost)

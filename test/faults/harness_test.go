@@ -34,6 +34,7 @@ import (
 
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
+	"github.com/sluice-broker/sluice/loadtest/pacer"
 )
 
 // Binaries built once by TestMain.
@@ -268,161 +269,40 @@ func (s *sink) waitAll(ids []string, timeout time.Duration) (time.Duration, bool
 	}
 }
 
-// loader posts events at a steady rate and remembers which got a 202 and when, and the
-// other answers by status (0: no answer).
-type loader struct {
-	url    string
-	prefix string // ce-id prefix, unique per scenario
-	typ    string // ce-type; default io.sluice.faults
-	rate   int
-	client *http.Client
-
-	mu        sync.Mutex
-	accepted  []acceptance
-	codes     map[int]int
-	noRetry   int // 503s without Retry-After
-	sent      int
-	cancel    context.CancelFunc
-	done      chan struct{}
-	lastError string
-}
-
-type acceptance struct {
-	id string
-	at time.Time
-}
-
-func newLoader(url, prefix string, rate int) *loader {
-	return &loader{url: url, prefix: prefix, rate: rate, codes: map[int]int{},
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 15 * time.Second}}
-}
-
+// payload is the body of every event the fault tests send.
 var payload = bytes.Repeat([]byte("x"), 1024)
 
-// start sends rate events/s from a pool of workers until stop.
-func (l *loader) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, pace(ctx, l.rate, 64, l.send)
+// loader is a running load (sluicetest.Load) of 1 KiB events with ce-id PREFIX-N.
+type loader struct {
+	*sluicetest.LoadRun
+	prefix string
 }
 
-// pace calls send(n) for n = 0, 1, 2… at rate per second from workers goroutines until
-// ctx ends. A number falling due while every worker is busy is skipped: not sent, not
-// counted. The channel it returns is closed once every send has returned.
-func pace(ctx context.Context, rate, workers int, send func(n int)) chan struct{} {
-	done := make(chan struct{})
-	due := make(chan int, rate)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for n := range due {
-				send(n)
-			}
-		})
-	}
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		n, start := 0, time.Now()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-tick.C:
-				for upTo := int(time.Since(start).Seconds() * float64(rate)); n < upTo; n++ {
-					select {
-					case due <- n:
-					default: // every worker busy: not sent, not counted
-					}
-				}
-			}
-		}
-		close(due)
-		wg.Wait()
-	}()
-	return done
+// startLoader sends rate events/s of type typ to url from workers workers until Stop.
+func startLoader(url, prefix, typ string, rate, workers int) loader {
+	p := sluicetest.Poster{Client: sluicetest.NewClient(2*workers, 15*time.Second), URL: url,
+		Type: typ, Source: "/faults", Data: payload,
+		ID: func(n uint64) string { return prefix + "-" + strconv.FormatUint(n, 10) }}
+	ld := sluicetest.Load{Pacer: pacer.Constant{Rate: float64(rate)}, Workers: workers, Send: p.Send}
+	return loader{LoadRun: ld.Start(context.Background()), prefix: prefix}
 }
 
-func (l *loader) send(n int) {
-	id := fmt.Sprintf("%s-%d", l.prefix, n)
-	req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(payload))
-	req.Header.Set("ce-specversion", "1.0")
-	req.Header.Set("ce-id", id)
-	req.Header.Set("ce-source", "/faults")
-	req.Header.Set("ce-type", "io.sluice.faults")
-	if l.typ != "" {
-		req.Header.Set("ce-type", l.typ)
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := l.client.Do(req)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sent++
-	if err != nil {
-		l.codes[0]++
-		l.lastError = err.Error()
-		return
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	resp.Body.Close()
-	l.codes[resp.StatusCode]++
-	switch resp.StatusCode {
-	case http.StatusAccepted:
-		l.accepted = append(l.accepted, acceptance{id, time.Now()})
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusInsufficientStorage:
-		if resp.Header.Get("Retry-After") == "" {
-			l.noRetry++
-		}
-		l.lastError = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	default:
-		l.lastError = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
+// startFaultLoad is the fault scenarios' load: rate events/s of type io.sluice.faults.
+func startFaultLoad(url, prefix string, rate int) loader {
+	return startLoader(url, prefix, "io.sluice.faults", rate, 64)
 }
 
-// stop ends the load and waits for the requests in flight.
-func (l *loader) stop() {
-	l.cancel()
-	<-l.done
-}
+// id is the ce-id of event n.
+func (l loader) id(n uint64) string { return l.prefix + "-" + strconv.FormatUint(n, 10) }
 
-// acceptedIDs returns the ids accepted before t (all of them for the zero time).
-func (l *loader) acceptedIDs(before time.Time) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// acceptedIDs returns the ce-ids of the events accepted before t (all of them for the
+// zero time).
+func (l loader) acceptedIDs(before time.Time) []string {
 	var ids []string
-	for _, a := range l.accepted {
-		if before.IsZero() || a.at.Before(before) {
-			ids = append(ids, a.id)
-		}
+	for _, n := range l.AcceptedBefore(before) {
+		ids = append(ids, l.id(n))
 	}
 	return ids
-}
-
-// firstAcceptedAfter is how long after t the first event was accepted, or -1s if none
-// was.
-func (l *loader) firstAcceptedAfter(t time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, a := range l.accepted {
-		if !a.at.Before(t) {
-			return a.at.Sub(t)
-		}
-	}
-	return -time.Second
-}
-
-// refusals formats the non-202 answers: "503×12 0×3".
-func (l *loader) refusals() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var parts []string
-	for code, n := range l.codes {
-		if code != http.StatusAccepted {
-			parts = append(parts, fmt.Sprintf("%d×%d", code, n))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // result is one scenario's outcome, as the report shows it.
@@ -475,22 +355,14 @@ func freePort(t *testing.T) int {
 // brokerYAML is broker default in namespace ns with one trigger per name → URL, each
 // retrying with delivery.
 func brokerYAML(ns, delivery string, triggers ...[2]string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default, namespace: %s}\nspec:\n  delivery: %s\n", ns, delivery)
-	for _, tr := range triggers {
-		fmt.Fprintf(&b, "---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: %s}\nspec:\n  broker: default\n  subscriber: {uri: %q}\n", tr[0], ns, tr[1])
+	trs := make([]sluicetest.Trigger, len(triggers))
+	for i, tr := range triggers {
+		trs[i] = sluicetest.Trigger{Name: tr[0], URI: tr[1]}
 	}
-	return b.String()
+	return sluicetest.BrokerYAML(ns, delivery, trs...)
 }
 
-func writeConfig(t *testing.T, yaml string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func writeConfig(t *testing.T, yaml string) string { return sluicetest.WriteConfig(t, yaml) }
 
 // retrying is a delivery policy that keeps retrying through any fault these tests make.
 const retrying = "{retry: 10000, backoffPolicy: linear, backoffDelay: PT0.1S, timeout: PT2S}"

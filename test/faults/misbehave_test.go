@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
 // rawServer accepts TCP connections on 127.0.0.1 and hands each to serve; it counts
@@ -135,21 +137,19 @@ func newTimedSink(t *testing.T) *timedSink {
 
 // within counts the ids accepted before end that arrived within grace after it, and
 // gives the p99 of accept → arrival among them.
-func (ts *timedSink) within(l *loader, end time.Time) (n int, p99 time.Duration) {
+func (ts *timedSink) within(l loader, end time.Time) (n int, p99 time.Duration) {
 	by := end.Add(windowGrace)
-	l.mu.Lock()
-	acc := append([]acceptance(nil), l.accepted...)
-	l.mu.Unlock()
+	acc := l.Acceptances(time.Time{})
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var lat []time.Duration
 	for _, a := range acc {
-		if a.at.After(end) {
+		if a.At.After(end) {
 			continue
 		}
-		if at, ok := ts.first[a.id]; ok && !at.After(by) {
+		if at, ok := ts.first[l.id(a.N)]; ok && !at.After(by) {
 			n++
-			lat = append(lat, at.Sub(a.at))
+			lat = append(lat, at.Sub(a.At))
 		}
 	}
 	if len(lat) > 0 {
@@ -240,11 +240,10 @@ func TestMisbehavingSubscribers(t *testing.T) {
 	dl := newDeadLetters(t)
 	cfg := writeConfig(t, brokerYAML("base", fmt.Sprintf(policy, dl.URL), [2]string{"good", good.URL}))
 	b := startSluice(t, "--config", cfg, "--channel", "jetstream", "--data-dir", t.TempDir())
-	l := newLoader(b.base+"/base/default", "base", rate)
-	l.start()
+	l := startFaultLoad(b.base+"/base/default", "base", rate)
 	time.Sleep(load)
 	end := time.Now()
-	l.stop()
+	l.Stop()
 	time.Sleep(windowGrace)
 	baseN, baseP99 := good.within(l, end)
 	baseAccepted := len(l.acceptedIDs(end))
@@ -254,19 +253,16 @@ func TestMisbehavingSubscribers(t *testing.T) {
 	good2 := newTimedSink(t)
 	ms := misbehaviours()
 	servers := make([]*rawServer, len(ms))
-	cfg = brokerYAML("bad", fmt.Sprintf(policy, dl.URL), [2]string{"good", good2.URL})
+	triggers := []sluicetest.Trigger{{Name: "good", URI: good2.URL}}
 	for i, m := range ms {
 		servers[i] = newRawServer(t, m.serve)
-		cfg += fmt.Sprintf("---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: bad%d, namespace: bad}\nspec:\n  broker: default\n  filter: {attributes: {type: %s}}\n  subscriber: {uri: %q}\n", i, badType, servers[i].url())
+		triggers = append(triggers, sluicetest.Trigger{Name: fmt.Sprintf("bad%d", i), Type: badType, URI: servers[i].url()})
 	}
-	cfg = writeConfig(t, cfg)
+	cfg = writeConfig(t, sluicetest.BrokerYAML("bad", fmt.Sprintf(policy, dl.URL), triggers...))
 	b = startSluice(t, "--config", cfg, "--channel", "jetstream", "--data-dir", t.TempDir())
 	idle := b.usage()
-	l = newLoader(b.base+"/bad/default", "bad", rate)
-	l.start()
-	lb := newLoader(b.base+"/bad/default", "misbehave", badRate)
-	lb.typ = badType
-	lb.start()
+	l = startFaultLoad(b.base+"/bad/default", "bad", rate)
+	lb := startLoader(b.base+"/bad/default", "misbehave", badType, badRate, 64)
 	var peak usage
 	sample := func() {
 		u := b.usage()
@@ -276,8 +272,8 @@ func TestMisbehavingSubscribers(t *testing.T) {
 		sample()
 	}
 	end = time.Now()
-	l.stop()
-	lb.stop()
+	l.Stop()
+	lb.Stop()
 	time.Sleep(windowGrace)
 	n, p99 := good2.within(l, end)
 	accepted := l.acceptedIDs(time.Time{})
@@ -299,8 +295,8 @@ func TestMisbehavingSubscribers(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		calls := int(servers[i].calls.Load())
-		r := result{Fault: m.name, Path: "sluice→subscriber", Sent: lb.sent, Accepted: len(badAccepted),
-			Refused: lb.refusals(), Delivered: got,
+		r := result{Fault: m.name, Path: "sluice→subscriber", Sent: lb.Sent(), Accepted: len(badAccepted),
+			Refused: lb.Refusals(), Delivered: got,
 			Note: fmt.Sprintf("dead-lettered %d (codes %v), %d attempts", got, codes, calls)}
 		switch {
 		case m.deadCode != "" && (got != len(badAccepted) || codes[m.deadCode] != got):
@@ -341,7 +337,7 @@ func TestMisbehavingSubscribers(t *testing.T) {
 	}
 	baseRate := float64(baseN) / float64(max(baseAccepted, 1))
 	besideRate := float64(n) / float64(max(acceptedBy, 1))
-	record(t, result{Fault: "good trigger beside the 5 above", Path: "sluice→subscriber", Sent: l.sent,
+	record(t, result{Fault: "good trigger beside the 5 above", Path: "sluice→subscriber", Sent: l.Sent(),
 		Accepted: len(accepted), Delivered: len(accepted),
 		Note: fmt.Sprintf("delivered within the load window: %.1f%% (alone: %.1f%%); p99 accept→delivery %s (alone: %s); RSS peak %d MiB, goroutines idle/peak/after %d/%d/%d",
 			100*besideRate, 100*baseRate, p99.Round(time.Millisecond), baseP99.Round(time.Millisecond), peak.RSS>>20, idle.Goroutines, peak.Goroutines, rest.Goroutines)})

@@ -17,7 +17,7 @@ func restartRun(t *testing.T, engine, url string, rate int, s *sink, b *sluice, 
 	if long {
 		down, after = 20*time.Second, 15*time.Second
 	}
-	l := newLoader(url, fmt.Sprintf("restart-%s-%d", engine, time.Now().UnixNano()), rate)
+	l := startFaultLoad(url, fmt.Sprintf("restart-%s-%d", engine, time.Now().UnixNano()), rate)
 	var before usage
 	r := underFault(t, l, s, 2*time.Second, down, after, func() { before = b.usage(); stop() }, start, engine+" restart")
 	r.Fault, r.Path = "restart (down "+down.String()+")", "sluice→"+engine
@@ -25,12 +25,12 @@ func restartRun(t *testing.T, engine, url string, rate int, s *sink, b *sluice, 
 	r.Note = fmt.Sprintf("RSS %d→%d MiB, goroutines %d→%d, fds %d→%d", before.RSS>>20, afterU.RSS>>20,
 		before.Goroutines, afterU.Goroutines, before.FDs, afterU.FDs)
 	switch {
-	case l.noRetry > 0:
-		t.Errorf("%s restart: %d refusals without Retry-After (last: %s)", engine, l.noRetry, l.lastError)
-	case l.codes[503] == 0:
+	case l.NoRetryAfter() > 0:
+		t.Errorf("%s restart: %d refusals without Retry-After (last: %s)", engine, l.NoRetryAfter(), l.LastRefusal())
+	case l.Count(503) == 0:
 		t.Errorf("%s restart: ingress never answered 503 while the engine was down (refused: %s)", engine, r.Refused)
 	case r.IngressRecoveryS < 0:
-		t.Errorf("%s restart: ingress accepted nothing in the %s after the engine was back (last: %s)", engine, after, l.lastError)
+		t.Errorf("%s restart: ingress accepted nothing in the %s after the engine was back (last: %s)", engine, after, l.LastRefusal())
 	case r.Lost > 0:
 		t.Errorf("%s restart: %d accepted events lost", engine, r.Lost)
 	}

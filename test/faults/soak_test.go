@@ -2,7 +2,6 @@ package faults
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +43,7 @@ func TestSoak(t *testing.T) {
 	px := newProxy(t, "soak-subscriber", "127.0.0.1:0", sub.addr)
 	cfg := writeConfig(t, brokerYAML("soak", retrying, [2]string{"sub", "http://" + px.Listen + "/"}))
 	b := startSluice(t, "--config", cfg, "--channel", "jetstream", "--data-dir", t.TempDir())
-	l := newSoakLoader(b.base+"/soak/default", rate)
-	l.start()
+	l := startLoader(b.base+"/soak/default", "soak", "io.sluice.soak", rate, 128)
 
 	var samples []soakSample
 	start := time.Now()
@@ -59,7 +56,7 @@ func TestSoak(t *testing.T) {
 	next, toggles, restarts := 0, 0, 0
 	sample := func(event string) {
 		u := b.usage()
-		samples = append(samples, soakSample{At: time.Since(start), usage: u, Accepted: l.acceptedCount(),
+		samples = append(samples, soakSample{At: time.Since(start), usage: u, Accepted: l.Accepted(),
 			Delivered: sub.distinct(), Event: event})
 	}
 	sample("start")
@@ -92,7 +89,7 @@ loop:
 	if on != nil {
 		on.remove(t, px)
 	}
-	l.stop()
+	l.Stop()
 	sample("load stopped")
 	drainStart := time.Now()
 	for sub.missing(l) > 0 && time.Since(drainStart) < 180*time.Second {
@@ -101,7 +98,7 @@ loop:
 	drain := time.Since(drainStart)
 	sample("drained")
 	lost := sub.missing(l)
-	accepted, dups := l.acceptedCount(), sub.duplicates()
+	accepted, dups := l.Accepted(), sub.duplicates()
 	if lost > 0 {
 		t.Errorf("soak: %d of %d accepted events never delivered", lost, accepted)
 	}
@@ -121,7 +118,7 @@ loop:
 		FDsPerHour:        slope(func(s soakSample) float64 { return float64(s.FDs) }),
 	}
 	r := result{Fault: fmt.Sprintf("soak %s at %d/s: %d toxic toggles, %d subscriber restarts", total, rate, toggles, restarts),
-		Path: "jetstream", Sent: int(l.sent.Load()), Accepted: accepted, Refused: l.refusals(), Delivered: accepted - lost,
+		Path: "jetstream", Sent: l.Sent(), Accepted: accepted, Refused: l.Refusals(), Delivered: accepted - lost,
 		Duplicates: dups, Lost: lost, RecoveryS: drain.Seconds(),
 		Note: fmt.Sprintf("slopes: RSS %+.1f MiB/h, goroutines %+.1f/h, fds %+.1f/h", sl.RSSMiBPerHour, sl.GoroutinesPerHour, sl.FDsPerHour)}
 	record(t, r)
@@ -161,80 +158,6 @@ func leastSquares(xs, ys []float64) float64 {
 		return 0
 	}
 	return (n*sxy - sx*sy) / d
-}
-
-// soakLoader is loader with a compact record (one byte per sequence number), for runs of
-// millions of events.
-type soakLoader struct {
-	url    string
-	rate   int
-	client *http.Client
-	sent   atomic.Int64
-
-	mu       sync.Mutex
-	accepted []bool
-	codes    map[int]int
-	cancel   context.CancelFunc
-	done     chan struct{}
-}
-
-func newSoakLoader(url string, rate int) *soakLoader {
-	return &soakLoader{url: url, rate: rate, codes: map[int]int{},
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 15 * time.Second}}
-}
-
-func (l *soakLoader) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, pace(ctx, l.rate, 128, l.send)
-}
-
-func (l *soakLoader) send(n int) {
-	req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(payload))
-	req.Header.Set("ce-specversion", "1.0")
-	req.Header.Set("ce-id", "soak-"+strconv.Itoa(n))
-	req.Header.Set("ce-source", "/faults")
-	req.Header.Set("ce-type", "io.sluice.soak")
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := l.client.Do(req)
-	l.sent.Add(1)
-	code := 0
-	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		code = resp.StatusCode
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.codes[code]++
-	if code == http.StatusAccepted {
-		for len(l.accepted) <= n {
-			l.accepted = append(l.accepted, false)
-		}
-		l.accepted[n] = true
-	}
-}
-
-func (l *soakLoader) stop() {
-	l.cancel()
-	<-l.done
-}
-
-func (l *soakLoader) acceptedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.codes[http.StatusAccepted]
-}
-
-func (l *soakLoader) refusals() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var parts []string
-	for code, n := range l.codes {
-		if code != http.StatusAccepted {
-			parts = append(parts, fmt.Sprintf("%d×%d", code, n))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // soakSubscriber is an HTTP subscriber on a fixed port that can be restarted: it counts
@@ -328,15 +251,13 @@ func (s *soakSubscriber) duplicates() int {
 }
 
 // missing counts the accepted sequence numbers never delivered.
-func (s *soakSubscriber) missing(l *soakLoader) int {
-	l.mu.Lock()
-	acc := append([]bool(nil), l.accepted...)
-	l.mu.Unlock()
+func (s *soakSubscriber) missing(l loader) int {
+	acc := l.AcceptedBefore(time.Time{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for i, a := range acc {
-		if a && (i >= len(s.got) || s.got[i] == 0) {
+	for _, i := range acc {
+		if i >= uint64(len(s.got)) || s.got[i] == 0 {
 			n++
 		}
 	}

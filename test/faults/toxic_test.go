@@ -78,33 +78,32 @@ func phases() (before, during, after time.Duration) {
 func faultRun(t *testing.T, path, fault, url string, rate int, s *sink, inject, heal func()) result {
 	t.Helper()
 	before, during, after := phases()
-	l := newLoader(url, strings.NewReplacer(" ", "", "/", "").Replace(path+"-"+fault), rate)
+	l := startFaultLoad(url, strings.NewReplacer(" ", "", "/", "").Replace(path+"-"+fault), rate)
 	r := underFault(t, l, s, before, during, after, inject, heal, path+" / "+fault)
 	r.Fault, r.Path = fault, path
 	if r.IngressRecoveryS < 0 {
-		t.Errorf("%s / %s: ingress accepted nothing in the %s after the fault was removed (last: %s)", path, fault, after, l.lastError)
+		t.Errorf("%s / %s: ingress accepted nothing in the %s after the fault was removed (last: %s)", path, fault, after, l.LastRefusal())
 	}
-	if l.noRetry > 0 {
-		t.Errorf("%s / %s: %d refusals without Retry-After (last: %s)", path, fault, l.noRetry, l.lastError)
+	if l.NoRetryAfter() > 0 {
+		t.Errorf("%s / %s: %d refusals without Retry-After (last: %s)", path, fault, l.NoRetryAfter(), l.LastRefusal())
 	}
 	if r.Lost > 0 {
 		t.Errorf("%s / %s: %d accepted events lost", path, fault, r.Lost)
 	}
 	if r.Accepted == 0 {
-		t.Errorf("%s / %s: nothing was accepted (last error: %s)", path, fault, l.lastError)
+		t.Errorf("%s / %s: nothing was accepted (last error: %s)", path, fault, l.LastRefusal())
 	}
 	record(t, r)
 	return r
 }
 
-// underFault runs l through three phases, before, during the fault (inject, then heal
+// underFault runs l, just started, through three phases, before, during the fault (inject, then heal
 // after during) and after, stops it, and checks every accepted event reaches s (what
 // names the scenario in errors). It returns the counts of the run: recovery is the time
 // from heal's return until every event accepted before it was delivered, ingress recovery
 // until the first 202 after it.
-func underFault(t *testing.T, l *loader, s *sink, before, during, after time.Duration, inject, heal func(), what string) result {
+func underFault(t *testing.T, l loader, s *sink, before, during, after time.Duration, inject, heal func(), what string) result {
 	t.Helper()
-	l.start()
 	time.Sleep(before)
 	inject()
 	time.Sleep(during)
@@ -117,16 +116,16 @@ func underFault(t *testing.T, l *loader, s *sink, before, during, after time.Dur
 		rec <- d
 	}()
 	time.Sleep(after)
-	l.stop()
+	l.Stop()
 	recovery := <-rec
 	all := l.acceptedIDs(time.Time{})
 	if _, ok := s.waitAll(all, 120*time.Second); !ok {
 		t.Errorf("%s: not every accepted event arrived within 120s", what)
 	}
 	delivered, dups := s.count(all)
-	return result{Sent: l.sent, Accepted: len(all), Refused: l.refusals(),
+	return result{Sent: l.Sent(), Accepted: len(all), Refused: l.Refusals(),
 		Delivered: delivered, Duplicates: dups, Lost: len(all) - delivered, RecoveryS: recovery.Seconds(),
-		IngressRecoveryS: l.firstAcceptedAfter(healed).Seconds()}
+		IngressRecoveryS: l.FirstAcceptedAfter(healed).Seconds()}
 }
 
 // shortToxics is the subset a path runs in the short form; the long form runs all.
