@@ -470,4 +470,3 @@ func (c *Channel) depth(ctx context.Context, sub string) (int, error) {
 
 // stale reports whether t is older than lenEvery.
 func stale(t time.Time) bool { return time.Since(t) >= lenEvery }
-
