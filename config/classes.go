@@ -56,8 +56,9 @@ type channelDefaults struct {
 // classes answers what backend a Broker or channel runs on, from its annotations, the
 // ConfigMaps of the configuration and Knative's stock defaults.
 type classes struct {
-	cms     map[string]map[string]string // "ns/name" → data
-	decoded map[string]decodedYAML       // "ns/name\x00key" → the value's YAML, decoded
+	cms     map[string]map[string]string         // "ns/name" → data
+	rabbit  map[string]*rabbitmqBrokerConfigSpec // RabbitmqBrokerConfigs by "ns/name"
+	decoded map[string]decodedYAML               // "ns/name\x00key" → the value's YAML, decoded
 }
 
 // decodedYAML is a ConfigMap value's YAML text decoded, or why it could not be.
@@ -155,6 +156,9 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 			}
 		}
 	}
+	if class == classRabbitMQ {
+		return c.rabbitmqBroker(b, ns, ref, refField)
+	}
 	out := brokerBackend{class: class}
 	if class != classMTChannel && class != classKafka {
 		// The class is the blocker: nothing else of a broker Sluice does not run matters.
@@ -162,7 +166,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		if b.class == "" {
 			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
 		}
-		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka)}
+		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s, %s)", where, class, classMTChannel, classKafka, classRabbitMQ)}
 	}
 	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
 		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}
