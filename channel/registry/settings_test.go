@@ -43,6 +43,12 @@ func TestOpenChecksSettings(t *testing.T) {
 			`spec.replicationFactor: "40000" is not an integer from 1 to 32767`},
 		{"kafka replication not a number", config.ChannelKafka, config.Settings{keyCMReplication: "three"},
 			`data.default.topic.replication.factor: "three" is not an integer from 1 to 32767`},
+		{"rabbitmq unknown key", config.ChannelRabbitMQ, config.Settings{"data.bootstrap.servers": "k"},
+			"the rabbitmq channel's settings: data.bootstrap.servers: not read by this backend"},
+		{"rabbitmq queue type", config.ChannelRabbitMQ, config.Settings{keyRabbitQueueType: "lazy"},
+			`the rabbitmq channel's settings: spec.queueType: "lazy" is not quorum or classic`},
+		{"rabbitmq valid", config.ChannelRabbitMQ, config.Settings{keyRabbitQueueType: "classic", keyRabbitVhost: "v"},
+			"the rabbitmq channel needs --rabbitmq-url"},
 		// Valid settings get as far as the missing flag.
 		{"kafka valid", config.ChannelKafka, config.Settings{keyCMPartitions: "3", keyExternalTopic: "t"},
 			"the kafka channel needs --kafka-brokers"},
