@@ -1,7 +1,9 @@
 package rabbitmq_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,14 +22,59 @@ import (
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
-// proxy forwards TCP connections from 127.0.0.1 to a RabbitMQ node; cut drops every
-// connection and refuses new ones until restored.
+// proxy forwards TCP connections from 127.0.0.1 to a RabbitMQ node, frame by frame from
+// the node to the client so that it can add frames of its own (send); cut drops every
+// connection, and setDown(true) refuses new ones until setDown(false).
 type proxy struct {
 	ln       net.Listener
 	upstream string
 	mu       sync.Mutex
 	down     bool
 	conns    []net.Conn
+	clients  []*frameWriter
+}
+
+// frameWriter writes whole AMQP frames to a client, from the node or from the test.
+type frameWriter struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (w *frameWriter) write(frame []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := w.c.Write(frame)
+	return err
+}
+
+// copyFrames copies the node's frames (7-byte header, payload, end byte) to w.
+func copyFrames(w *frameWriter, node net.Conn) {
+	r := bufio.NewReader(node)
+	for {
+		hdr := make([]byte, 7)
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return
+		}
+		frame := make([]byte, 7+int(binary.BigEndian.Uint32(hdr[3:]))+1)
+		copy(frame, hdr)
+		if _, err := io.ReadFull(r, frame[7:]); err != nil || w.write(frame) != nil {
+			return
+		}
+	}
+}
+
+// send writes an AMQP method frame on channel 0 (class, method, arguments) to every
+// client.
+func (p *proxy) send(class, method uint16, args []byte) {
+	payload := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, class), method)
+	payload = append(payload, args...)
+	frame := append([]byte{1, 0, 0}, binary.BigEndian.AppendUint32(nil, uint32(len(payload)))...)
+	frame = append(append(frame, payload...), 0xCE)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.clients {
+		_ = w.write(frame)
+	}
 }
 
 func newProxy(t *testing.T, upstream string) *proxy {
@@ -51,11 +98,13 @@ func newProxy(t *testing.T, upstream string) *proxy {
 				c.Close()
 				continue
 			}
+			w := &frameWriter{c: c}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
+			p.clients = append(p.clients, w)
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
+			go func() { copyFrames(w, u); c.Close() }()
 		}
 	}()
 	return p
@@ -68,7 +117,7 @@ func (p *proxy) cut() {
 	for _, c := range p.conns {
 		c.Close()
 	}
-	p.conns = nil
+	p.conns, p.clients = nil, nil
 }
 
 func (p *proxy) setDown(down bool) {
@@ -186,4 +235,50 @@ func TestRemoveDeletesQueue(t *testing.T) {
 	if m := channeltest.ReceiveN(t, ko, 1, 20*time.Second)[0]; m.Event().ID != "stays" {
 		t.Fatalf("got %s", m.Event().ID)
 	}
+}
+
+// TestBlocked: while RabbitMQ blocks publishers (connection.blocked, sent on a memory or
+// disk alarm; here by the proxy), Check and Publish fail at once with
+// channel.ErrUnavailable saying so; once unblocked, Publish stores again.
+func TestBlocked(t *testing.T) {
+	u := rabbitmqtest.URL(t)
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, pu.Host)
+	c, err := rabbitmq.New(context.Background(), "ns/blocked", rabbitmq.WithURL(p.through(t, u)),
+		rabbitmq.WithPrefix(fmt.Sprintf("blocked-%d", rand.Uint32())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k := channeltest.Consume(t, c, "sub")
+	channeltest.Publish(t, c, []string{"sub"}, channeltest.Event("before"))
+
+	reason := "low on memory"
+	p.send(10, 60, append([]byte{byte(len(reason))}, reason...)) // connection.blocked
+	sluicetest.Eventually(t, 20*time.Second, "Check fails while publishing is blocked", func() bool {
+		return errors.Is(c.Check(context.Background()), channel.ErrUnavailable)
+	})
+	if r := channel.Reason(c.Check(context.Background())); !strings.Contains(r, "blocks publishing") {
+		t.Errorf("Check's reason %q does not say publishing is blocked", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	err = c.Publish(ctx, []channel.Envelope{{Event: channeltest.Event("refused"), Subscriptions: []string{"sub"}}})
+	cancel()
+	if !errors.Is(err, channel.ErrUnavailable) || !strings.Contains(channel.Reason(err), "blocks publishing") {
+		t.Fatalf("Publish while blocked = %v, want ErrUnavailable saying publishing is blocked", err)
+	}
+
+	p.send(10, 61, nil) // connection.unblocked
+	sluicetest.Eventually(t, 20*time.Second, "Check passes once unblocked", func() bool {
+		return c.Check(context.Background()) == nil
+	})
+	channeltest.Publish(t, c, []string{"sub"}, channeltest.Event("after"))
+	got := channeltest.ReceiveN(t, k, 2, 20*time.Second)
+	if got[0].Event().ID != "before" || got[1].Event().ID != "after" {
+		t.Fatalf("received %s, %s; want before, after", got[0].Event().ID, got[1].Event().ID)
+	}
+	channeltest.AckAll(t, got)
 }
