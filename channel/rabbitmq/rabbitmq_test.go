@@ -258,6 +258,7 @@ func TestBlocked(t *testing.T) {
 
 	reason := "low on memory"
 	p.send(10, 60, append([]byte{byte(len(reason))}, reason...)) // connection.blocked
+	p.send(10, 60, append([]byte{byte(len(reason))}, reason...)) // twice: a second alarm
 	sluicetest.Eventually(t, 20*time.Second, "Check fails while publishing is blocked", func() bool {
 		return errors.Is(c.Check(context.Background()), channel.ErrUnavailable)
 	})

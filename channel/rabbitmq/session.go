@@ -168,7 +168,9 @@ func (c *Channel) watch(s *session, connClosed <-chan *amqp.Error, blockings <-c
 				continue
 			}
 			if b.Active {
-				s.blocked.Store(true)
+				if s.blocked.Swap(true) {
+					continue // blocked already (a second alarm)
+				}
 				close(*s.blockedC.Load())
 				c.log.Warn("blocked", "rabbitmq: RabbitMQ blocks publishing (a memory or disk alarm)", "exchange", c.exchange, "reason", b.Reason)
 			} else if s.blocked.Load() {
