@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -157,4 +158,13 @@ func Receive[M Message](ctx context.Context, ready <-chan M, closed <-chan struc
 	case <-closed:
 		return nil, ErrClosed
 	}
+}
+
+// DLQStorer is implemented by durable channels that keep the dead-letter store
+// (package dlq) in their backend: the dead letters of the broker's triggers that have
+// no deadLetterSink survive a restart, and every replica sharing the backend sees the
+// same store. A broker on a channel that does not implement it keeps them in memory.
+type DLQStorer interface {
+	// DLQStore returns the store of the channel's broker, bounded per trigger by lim.
+	DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, error)
 }
