@@ -1,7 +1,7 @@
 # Sluice — the two commands a new user needs:
 #   make run    build and start the broker on its embedded default with the example config
 #   make test   install what the tests need (Go modules, staticcheck, Kafka from Maven
-#               Central, kinesalite from npm) and run every test
+#               Central, kinesalite from npm, Debian's rabbitmq-server) and run every test
 SHELL := bash
 GO ?= go
 BIN := bin/sluice
@@ -10,7 +10,7 @@ ADDR ?= :8080
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test deps lint unit fuzz bench secure-bench faults clean chromium screenshots
+.PHONY: all build run test deps lint unit fuzz bench secure-bench faults clean chromium rabbitmq-server screenshots
 
 all: build
 
@@ -34,16 +34,18 @@ lint: deps
 # test starts a real single-node Kafka (jars from Maven Central, cached under .cache/) for
 # the kafka channel tests, a Kinesis-compatible server (kinesalite from npm, cached
 # there too) for the kinesis channel tests and a DynamoDB-compatible one (dynalite from
-# npm, cached) for its lease tables, runs every test, and stops them whatever happens.
+# npm, cached) for its lease tables, and a private RabbitMQ node (Debian's rabbitmq-server,
+# scripts/rabbitmq.sh) for the rabbitmq channel tests, runs every test, and stops them
+# whatever happens.
 # test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
 # (scripts/nats-cluster.sh, scripts/kafka.sh start-cluster) once for its kill tests. Under CI=true a dependency that does not start fails the run; elsewhere its
 # tests skip, saying why. test/e2e runs last, alone: its kill -9 tests drive their own
 # load (1,000-2,000 events/s) across a broker's death and restart and need the machine's CPU to
 # themselves; beside test/cluster's and test/deploy's clusters on a slow 2-core machine
 # their generator fell short of its schedule.
-test: deps lint chromium
+test: deps lint chromium rabbitmq-server
 	@set -uo pipefail; \
-	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1; scripts/dynalite.sh stop >/dev/null 2>&1' EXIT; \
+	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1; scripts/dynalite.sh stop >/dev/null 2>&1; scripts/rabbitmq.sh stop >/dev/null 2>&1' EXIT; \
 	if out=$$(scripts/kafka.sh start); then \
 		eval "$$out"; export SLUICE_KAFKA_BROKERS; \
 	elif [ "$${CI:-}" = true ]; then \
@@ -64,6 +66,13 @@ test: deps lint chromium
 		echo "make test: the DynamoDB-compatible server did not start, and CI needs it" >&2; exit 1; \
 	else \
 		echo "make test: the DynamoDB-compatible server did not start; the kinesis lease tests will skip" >&2; \
+	fi; \
+	if out=$$(scripts/rabbitmq.sh start); then \
+		eval "$$out"; export SLUICE_RABBITMQ_URL; \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "make test: RabbitMQ did not start, and CI needs it (apt-get install -y rabbitmq-server)" >&2; exit 1; \
+	else \
+		echo "make test: RabbitMQ did not start; the rabbitmq tests will skip (apt-get install -y rabbitmq-server)" >&2; \
 	fi; \
 	rc=0; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || rc=1; \
@@ -118,6 +127,22 @@ chromium:
 	if [ "$${CI:-}" = true ]; then echo "make test: chromium could not be installed, and CI needs it" >&2; exit 1; fi; \
 	echo "make test: chromium could not be installed; the browser test will skip" >&2
 
+# rabbitmq-server installs Debian's rabbitmq-server with apt-get when it is missing, for the
+# rabbitmq channel tests (scripts/rabbitmq.sh runs a private node of it; the package's own
+# service is not used). Under CI=true a failed install fails the run; elsewhere those tests
+# skip, saying why.
+rabbitmq-server:
+	@set -uo pipefail; \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server && exit 0; \
+	sudo=; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	echo "make: installing rabbitmq-server with apt-get for the rabbitmq channel tests" >&2; \
+	for i in 1 2 3 4 5 6; do \
+		if $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq rabbitmq-server >/dev/null; then exit 0; fi; \
+		echo "make: apt-get failed (is another dpkg holding its lock?); retrying in 10 s" >&2; sleep 10; \
+	done; \
+	if [ "$${CI:-}" = true ]; then echo "make test: rabbitmq-server could not be installed, and CI needs it" >&2; exit 1; fi; \
+	echo "make test: rabbitmq-server could not be installed; the rabbitmq tests will skip" >&2
+
 # screenshots reruns the browser tests and keeps their screenshots of GET /ui under load and
 # of a bench report in docs/images/ (the README shows them).
 screenshots: chromium
@@ -138,7 +163,7 @@ unit:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
 	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis \
-	FuzzDecodeDLQEntry:./channel/jetstream
+	FuzzDecodeDLQEntry:./channel/jetstream FuzzDecodeDelivery:./channel/rabbitmq
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \

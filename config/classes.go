@@ -31,7 +31,7 @@ const (
 
 // brokerClasses are the broker classes Sluice runs, in the order messages list them.
 func brokerClasses() []string {
-	return []string{classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream}
+	return []string{classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream, classRabbitMQ}
 }
 
 // cloudClass says, for a class whose data plane is a cloud provider's service, that
@@ -125,8 +125,9 @@ type channelDefaults struct {
 // classes answers what backend a Broker or channel runs on, from its annotations, the
 // ConfigMaps of the configuration and Knative's stock defaults.
 type classes struct {
-	cms     map[string]map[string]string // "ns/name" → data
-	decoded map[string]decodedYAML       // "ns/name\x00key" → the value's YAML, decoded
+	cms     map[string]map[string]string         // "ns/name" → data
+	rabbit  map[string]*rabbitmqBrokerConfigSpec // RabbitmqBrokerConfigs by "ns/name"
+	decoded map[string]decodedYAML               // "ns/name\x00key" → the value's YAML, decoded
 
 	brDefaults *decodedYAML // config-br-defaults' default-br-config, decoded and checked once
 }
@@ -259,6 +260,9 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 				refField = "the default config (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
 			}
 		}
+	}
+	if class == classRabbitMQ {
+		return c.rabbitmqBroker(b, ns, ref, refField)
 	}
 	out := brokerBackend{class: class}
 	if !slices.Contains(brokerClasses(), class) {

@@ -42,11 +42,12 @@ const (
 	ChannelJetStream = "jetstream"
 	ChannelKafka     = "kafka"
 	ChannelKinesis   = "kinesis"
+	ChannelRabbitMQ  = "rabbitmq"
 )
 
 // channels returns the backends' names, the values sluice.dev/channel may take.
 func channels() []string {
-	return []string{ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis}
+	return []string{ChannelMemory, ChannelJetStream, ChannelKafka, ChannelKinesis, ChannelRabbitMQ}
 }
 
 // Header encodings, the values of Broker.HeaderEncoding.
@@ -148,10 +149,11 @@ type Broker struct {
 	// "KafkaChannel" or "NatsJetStreamChannel".
 	Kind string
 	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
-	// ChannelKafka or ChannelKinesis.
+	// ChannelKafka, ChannelKinesis or ChannelRabbitMQ.
 	Channel string
 	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker",
-	// "Kafka", "KafkaNamespaced" or "NatsJetStreamBroker"; empty for channels.
+	// "Kafka", "KafkaNamespaced", "NatsJetStreamBroker" or "RabbitMQBroker"; empty for
+	// channels.
 	Class string
 	// Settings are what the backend reads of the object, as written (see Settings);
 	// nil when there is none.

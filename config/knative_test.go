@@ -332,7 +332,7 @@ func TestBrokerClasses(t *testing.T) {
 	}
 	for key, w := range map[string]string{
 		"Broker shop/conflict": `metadata.annotations.sluice.dev/channel: "memory" conflicts with the kafka backend`,
-		"Broker shop/rabbit":   `broker.class: "RabbitMQBroker" is not a broker class Sluice runs`,
+		"Broker shop/rabbit":   `spec.config: required: a RabbitMQBroker broker names a RabbitmqBrokerConfig`,
 		"Broker shop/secret":   "data.auth.secret.ref.name: supported by Knative, not by Sluice",
 		"Broker shop/topic":    "external.topic: only for a broker of class Kafka",
 		"Broker shop/missing":  "spec.config: ConfigMap shop/nope is not in the configuration",
@@ -526,7 +526,7 @@ func TestTriggerBrokerRef(t *testing.T) {
 func TestMessagesNameTheBlocker(t *testing.T) {
 	cfg := readYAML(t, `apiVersion: eventing.knative.dev/v1
 kind: Broker
-metadata: {name: rabbit, namespace: shop, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}
+metadata: {name: rabbit, namespace: shop, annotations: {eventing.knative.dev/broker.class: ExampleBroker}}
 spec:
   config: {apiVersion: eventing.knative.dev/v1alpha1, kind: RabbitmqBrokerConfig, name: rabbit-config}
 ---
@@ -565,7 +565,7 @@ metadata: {name: on-foreign, namespace: shop}
 spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}, subscriber: {uri: "http://a/"}}
 `)
 	for _, tt := range []struct{ key, reason string }{
-		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker)`},
+		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "ExampleBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker, RabbitMQBroker)`},
 		{"Broker shop/cm-kind", `spec.config: eventing.knative.dev/v1alpha1 "RabbitmqBrokerConfig" is not supported; a MTChannelBasedBroker broker reads a v1 ConfigMap`},
 		{"PingSource shop/json", "spec.jsonData: removed from Knative (not a field of this apiVersion): a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"},
 		{"PingSource shop/to-natss", "spec.sink.ref: NatssChannel shop/natss (messaging.knative.dev/v1alpha1, x.yaml document 4): Sluice does not run Knative's NatssChannel (messaging.knative.dev/v1alpha1); it is skipped; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},

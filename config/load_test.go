@@ -306,8 +306,8 @@ spec:
 			[]string{`x.yaml: Trigger default/b: invalid YAML`, `a key given twice; if two objects run together, separate them with a line "---"`}},
 		{"filters object", broker + "apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: demo}\nspec: {broker: default, subscriber: {uri: \"http://a/\"}, filters: {exact: {type: a}}}\n",
 			[]string{"Trigger demo/t: spec.filters: must be a list"}},
-		{"unsupported class", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}\n",
-			[]string{`Broker default/b: metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs`}},
+		{"unsupported class", "apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {eventing.knative.dev/broker.class: ExampleBroker}}\n",
+			[]string{`Broker default/b: metadata.annotations.eventing.knative.dev/broker.class: "ExampleBroker" is not a broker class Sluice runs`}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {

@@ -83,6 +83,8 @@ var kinds = map[string]kindInfo{
 	kindPingSource:    {groupSources, "v1", []string{"v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
 	kindEventPolicy:   {groupEventing, "v1alpha1", nil, reflect.TypeFor[eventPolicySpec]()},
 	kindConfigMap:     {"", "v1", nil, nil},
+
+	kindRabbitmqBrokerConfig: {groupEventing, "v1alpha1", nil, reflect.TypeFor[rabbitmqBrokerConfigSpec]()},
 }
 
 // differingVersion says what differs between an older version of a kind Sluice runs,

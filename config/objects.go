@@ -39,6 +39,7 @@ type parsed struct {
 	par     *parObj
 	ping    *pingObj
 	policy  *policyObj
+	rabbit  *rabbitmqBrokerConfigSpec // a RabbitmqBrokerConfig's spec
 	labels  map[string]string
 	maxRate float64       // sluice.dev/max-rate
 	dedup   time.Duration // sluice.dev/dedup-window
@@ -277,6 +278,8 @@ func (p *parsed) spec(obj object, spec any) {
 		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
 		p.channel = c
+	case *rabbitmqBrokerConfigSpec:
+		p.rabbitmqBrokerConfig(s)
 	case *natsJetStreamChannelSpec:
 		addressable = true
 		p.subscribers(s.Subscribers)

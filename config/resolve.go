@@ -31,10 +31,13 @@ func (l *loader) resolve(cfg *Config) {
 		}
 	}
 	live := l.substitutePrevious(cfg)
-	c := &classes{cms: map[string]map[string]string{}}
+	c := &classes{cms: map[string]map[string]string{}, rabbit: map[string]*rabbitmqBrokerConfigSpec{}}
 	for _, p := range live {
 		if p.cm != nil && !p.failed() {
 			c.cms[p.status.Namespace+"/"+p.status.Name] = p.cm
+		}
+		if p.rabbit != nil && !p.failed() {
+			c.rabbit[p.status.Namespace+"/"+p.status.Name] = p.rabbit
 		}
 	}
 	r := &resolver{st: l.st, refs: l.refs, addresses: map[string]string{}, declared: map[string]bool{}, skipped: map[string]ObjectStatus{}}

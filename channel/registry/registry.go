@@ -64,6 +64,7 @@ func backends() []entry {
 		{config.ChannelJetStream, &jetstreamBackend{}},
 		{config.ChannelKafka, newKafkaBackend()},
 		{config.ChannelKinesis, &kinesisBackend{}},
+		{config.ChannelRabbitMQ, newRabbitmqBackend()},
 	}
 }
 
