@@ -21,6 +21,7 @@ type trigger struct {
 	cfg        config.Trigger
 	url        string // where it delivers (subscriber or dead-letter sink)
 	consumer   channel.Consumer
+	feed       *replayFeed // what the dispatcher reads: consumer, and a replay's events (replay.go)
 	dispatcher *delivery.Dispatcher
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -195,12 +196,13 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		_, authz := ids.Sender(tc.Kind, tc.Namespace, tc.Name)
 		opts = append(opts, delivery.WithOwnIngress(b.srv.opts.ownOrigin, authz))
 	}
-	d := delivery.NewDispatcher(cons, target, opts...)
+	feed := newReplayFeed(cons)
+	d := delivery.NewDispatcher(feed, target, opts...)
 	if paused {
 		d.Pause()
 	}
 	rctx, cancel := context.WithCancel(b.srv.life)
-	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
+	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, feed: feed, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	b.runs.Go(func() {
 		defer close(t.done)
 		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {

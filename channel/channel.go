@@ -10,6 +10,8 @@ package channel
 import (
 	"context"
 	"errors"
+	"iter"
+	"time"
 
 	"github.com/sluice-broker/sluice/event"
 )
@@ -157,4 +159,26 @@ func Receive[M Message](ctx context.Context, ready <-chan M, closed <-chan struc
 	case <-closed:
 		return nil, ErrClosed
 	}
+}
+
+// Stored is one event as a Replayer reads it back: the event, when the channel stored it,
+// and the subscriptions ingress routed it to then.
+type Stored struct {
+	Event         *event.Event
+	Time          time.Time
+	Subscriptions []string
+}
+
+// Replayer is implemented by durable channels that keep events after every subscription
+// settled them, for a retention period: they can read back what they stored in a window
+// of time, whatever it was routed to. The broker's replay (POST /triggers/NS/NAME/replay)
+// uses it, re-running the trigger's filter on what it reads.
+type Replayer interface {
+	// Retention returns how long stored events are kept at least; 0 means for ever.
+	Retention(ctx context.Context) (time.Duration, error)
+	// Replay streams the events stored at or after from and before to, each in the order
+	// it was stored among the events sharing its ordering key. It reads as it yields,
+	// never the whole window at once, and stops at the first error (yielded last) or
+	// when ctx ends or the caller stops ranging.
+	Replay(ctx context.Context, from, to time.Time) iter.Seq2[Stored, error]
 }
