@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+	"github.com/sluice-broker/sluice/internal/syncbuf"
+)
+
+// opsToken writes an operator token file and returns its path and the token.
+func opsToken(t *testing.T) (string, string) {
+	t.Helper()
+	const tok = "fedcba9876543210fedcba9876543210"
+	p := filepath.Join(t.TempDir(), "ops-token")
+	if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, tok
+}
+
+// replayIDs counts a subscriber's deliveries by ce-id, separately for those marked with
+// the sluicereplay extension and the others.
+func replayIDs(s *subscriber) (live, replayed map[string]int) {
+	live, replayed = map[string]int{}, map[string]int{}
+	for _, r := range s.all() {
+		if r.Header.Get("Ce-Sluicereplay") != "" {
+			replayed[r.Header.Get("Ce-Id")]++
+		} else {
+			live[r.Header.Get("Ce-Id")]++
+		}
+	}
+	return live, replayed
+}
+
+// postN posts n events of type typ to url, ids prefix0..prefix(n-1), each must get 202.
+func postN(t *testing.T, url, prefix, typ string, n int) {
+	t.Helper()
+	for i := range n {
+		if code, body := postBinary(t, url, ceHeaders(fmt.Sprintf("%s%d", prefix, i), typ), []byte(`{}`)); code != http.StatusAccepted {
+			t.Fatalf("event %s%d: %d %s", prefix, i, code, body)
+		}
+	}
+}
+
+// TestReplayKafka: on the Kafka channel, `sluice replay` re-delivers a trigger's stored
+// events of the window, through its filter (the other trigger's events are not sent),
+// each marked with ce-sluicereplay, and prints how many. A paused trigger's replay waits
+// (nothing is re-delivered) and a second replay meanwhile is refused with 409; a window
+// before the topic's retention is refused with 400 naming the retention; an unknown
+// trigger gets 404.
+func TestReplayKafka(t *testing.T) {
+	ns := fmt.Sprintf("replay%d", time.Now().UnixNano())
+	subA, subB := newSubscriber(t, nil), newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"a", "e2e.keep", subA.URL}, [3]string{"b", "e2e.other", subB.URL}))
+	b := startBroker(t, append([]string{"--config", cfg, "--ops-token-file", token}, kafkaArgs(t)...)...)
+	url := b.base + "/" + ns + "/default"
+	from := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
+	const nKeep, nOther = 20, 10
+	postN(t, url, "k", "e2e.keep", nKeep)
+	postN(t, url, "o", "e2e.other", nOther)
+	subA.waitFor(t, nKeep, 60*time.Second)
+	subB.waitFor(t, nOther, 60*time.Second)
+
+	trig := ns + "/a"
+	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "1000")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("complete: %d events re-delivered", nKeep)) {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	live, replayed := replayIDs(subA)
+	if len(live) != nKeep || len(replayed) != nKeep {
+		t.Fatalf("trigger a got %d live and %d replayed events, want %d and %d", len(live), len(replayed), nKeep, nKeep)
+	}
+	for id, n := range replayed {
+		if !strings.HasPrefix(id, "k") || n != 1 {
+			t.Errorf("replayed event %s delivered %d times; want events k* once", id, n)
+		}
+	}
+	if got := subB.count(); got != nOther {
+		t.Errorf("trigger b got %d events, want %d: the replay of a reached it", got, nOther)
+	}
+
+	// Refusals: unknown trigger, before retention (Kafka's default of 168h).
+	old := time.Now().Add(-200 * time.Hour).UTC().Format(time.RFC3339)
+	if out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", old); err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "retention") {
+		t.Errorf("replay beyond retention: %v, %q; want a 400 naming the retention", err, out)
+	}
+	if out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", ns+"/nope", "--from", from); err == nil || !strings.Contains(out, "404") {
+		t.Errorf("replay of an unknown trigger: %v, %q; want a 404", err, out)
+	}
+
+	// Paused: the replay waits; a second one is refused.
+	if out, err := sluiceCLI("trigger", "pause", "--addr", b.base, "--ops-token-file", token, trig); err != nil {
+		t.Fatalf("pause: %v %s", err, out)
+	}
+	before := subA.count()
+	first := exec.Command(sluiceBin, "replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "1000")
+	var firstOut syncbuf.Buffer
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Wait() }()
+	sluicetest.Eventually(t, 30*time.Second, "the first replay to report progress", func() bool {
+		return strings.Contains(firstOut.String(), "matched")
+	})
+	out, err = sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from)
+	if err == nil || !strings.Contains(out, "409") {
+		t.Errorf("second replay while one runs: %v, %q; want a 409", err, out)
+	}
+	if got := subA.count(); got != before {
+		t.Errorf("paused trigger got %d replayed events", got-before)
+	}
+	if out, err := sluiceCLI("trigger", "resume", "--addr", b.base, "--ops-token-file", token, trig); err != nil {
+		t.Fatalf("resume: %v %s", err, out)
+	}
+	select {
+	case err := <-firstDone:
+		if err != nil || !strings.Contains(firstOut.String(), fmt.Sprintf("complete: %d events re-delivered", nKeep)) {
+			t.Fatalf("replay after resume: %v\n%s", err, firstOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("replay did not end 60s after resume:\n%s", firstOut.String())
+	}
+	if _, replayed := replayIDs(subA); len(replayed) != nKeep {
+		t.Errorf("after two replays: %d distinct replayed events, want %d", len(replayed), nKeep)
+	}
+}
+
+// TestReplayMemoryRefused: on a memory channel a replay is refused with 400 saying the
+// channel keeps no delivered event; without --ops-token-file, 403.
+func TestReplayMemoryRefused(t *testing.T) {
+	sub := newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	cfg := writeConfig(t, brokerYAML("", [3]string{"t", "", sub.URL}))
+	b := startBroker(t, "--config", cfg, "--ops-token-file", token)
+	from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", "default/t", "--from", from)
+	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "keeps no event once delivered") {
+		t.Errorf("replay on memory: %v, %q; want a 400 saying the channel keeps no delivered event", err, out)
+	}
+	open := startBroker(t, "--config", cfg)
+	out, err = sluiceCLI("replay", "--addr", open.base, "--trigger", "default/t", "--from", from)
+	if err == nil || !strings.Contains(out, "403") {
+		t.Errorf("replay without an operator token: %v, %q; want a 403", err, out)
+	}
+}
+
+// TestReplayKafkaKill9: kill -9 of the broker in the middle of a replay. The replay is
+// not resumed: `sluice replay` exits non-zero, saying it is incomplete and how many
+// events were re-delivered (no more than the subscriber got). Nothing is lost: the live
+// events accepted during the replay are all delivered after the restart, and the stored
+// events are all still there: a second replay re-delivers every one of them.
+func TestReplayKafkaKill9(t *testing.T) {
+	ns := fmt.Sprintf("replaykill%d", time.Now().UnixNano())
+	sub := newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
+	args := append([]string{"--config", cfg, "--ops-token-file", token}, kafkaArgs(t)...)
+	b := startBroker(t, args...)
+	url := b.base + "/" + ns + "/default"
+	from := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
+	const n, nLive = 200, 30
+	postN(t, url, "s", "e2e.stored", n)
+	sub.waitFor(t, n, 60*time.Second)
+	to := time.Now().Add(time.Second).UTC().Format(time.RFC3339)
+	time.Sleep(1100 * time.Millisecond) // the live events below are after --to
+
+	trig := ns + "/t"
+	rp := exec.Command(sluiceBin, "replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--to", to, "--rate", "20")
+	var rpOut syncbuf.Buffer
+	rp.Stdout, rp.Stderr = &rpOut, &rpOut
+	if err := rp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rpDone := make(chan error, 1)
+	go func() { rpDone <- rp.Wait() }()
+	sluicetest.Eventually(t, 60*time.Second, "some replayed deliveries", func() bool {
+		_, replayed := replayIDs(sub)
+		return len(replayed) >= 20
+	})
+	postN(t, url, "l", "e2e.live", nLive) // stored, maybe not delivered yet, at the kill
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.exited
+	var err error
+	select {
+	case err = <-rpDone:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice replay did not end 60s after the kill:\n%s", rpOut.String())
+	}
+	out := rpOut.String()
+	if err == nil || !strings.Contains(out, "incomplete") || !strings.Contains(out, "events were re-delivered") {
+		t.Fatalf("replay through a kill -9: %v\n%s\nwant a non-zero exit saying it is incomplete and how many were re-delivered", err, out)
+	}
+	var said int
+	if i := strings.Index(out, "at least "); i < 0 {
+		t.Fatalf("no count in %q", out)
+	} else if _, err := fmt.Sscanf(out[i:], "at least %d events", &said); err != nil {
+		t.Fatalf("count in %q: %v", out, err)
+	}
+	_, replayed := replayIDs(sub)
+	if said > len(replayed) || said >= n {
+		t.Errorf("replay said %d re-delivered; subscriber got %d distinct replayed events of %d", said, len(replayed), n)
+	}
+
+	// Restart: the live events are all delivered (at least once), and a second replay of
+	// the same window re-delivers every stored event.
+	b2 := startBroker(t, args...)
+	sluicetest.Eventually(t, 90*time.Second, "every live event delivered after the restart", func() bool {
+		live, _ := replayIDs(sub)
+		got := 0
+		for i := range nLive {
+			if live[fmt.Sprintf("l%d", i)] > 0 {
+				got++
+			}
+		}
+		return got == nLive
+	})
+	mark := len(sub.all())
+	out2, err := sluiceCLI("replay", "--addr", b2.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--to", to, "--rate", "1000")
+	if err != nil || !strings.Contains(out2, fmt.Sprintf("complete: %d events re-delivered", n)) {
+		t.Fatalf("second replay: %v\n%s", err, out2)
+	}
+	again := map[string]bool{}
+	for _, r := range sub.all()[mark:] {
+		if r.Header.Get("Ce-Sluicereplay") != "" {
+			again[r.Header.Get("Ce-Id")] = true
+		}
+	}
+	for i := range n {
+		if !again[fmt.Sprintf("s%d", i)] {
+			t.Errorf("stored event s%d not re-delivered by the second replay", i)
+		}
+	}
+	if len(again) != n {
+		t.Errorf("second replay re-delivered %d distinct events, want %d (the live ones are after --to)", len(again), n)
+	}
+}
