@@ -167,6 +167,10 @@ type Broker struct {
 	// second event with the same pair within it is answered 202 and not stored again
 	// (the sluice.dev/dedup-window annotation); 0 means off.
 	DedupWindow time.Duration
+	// Retention is how long the broker's durable channel keeps events once stored,
+	// delivered or not, for replay (the sluice.dev/retention annotation); 0 leaves the
+	// backend's own retention.
+	Retention time.Duration
 }
 
 // Settings are a broker's or channel's backend settings, opaque to this package: it

@@ -42,6 +42,7 @@ type parsed struct {
 	labels  map[string]string
 	maxRate float64       // sluice.dev/max-rate
 	dedup   time.Duration // sluice.dev/dedup-window
+	keep    time.Duration // sluice.dev/retention (retention.go)
 	paused  bool          // sluice.dev/paused
 	own     Settings      // the backend annotations (backendAnnotations) it carries
 }
@@ -386,6 +387,7 @@ func (p *parsed) spec(obj object, spec any) {
 		}
 	}
 	p.dedupAndPause(ann)
+	p.retention(ann)
 	p.capAnnotations(ann)
 	if !addressable {
 		names := []string{annotationChannel}

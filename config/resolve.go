@@ -92,7 +92,7 @@ func (l *loader) resolve(cfg *Config) {
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Settings:       bb.settings.merge(p.own),
 				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
-				DedupWindow: p.dedup,
+				DedupWindow: p.dedup, Retention: p.keep,
 			}}
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
@@ -103,7 +103,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
 				Settings: ch.settings, HeaderEncoding: ch.headerEnc,
-				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup,
+				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup, Retention: p.keep,
 			}}
 			if p.status.Kind == kindChannel {
 				t := ch.template

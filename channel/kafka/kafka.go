@@ -200,6 +200,9 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	default:
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}
+	if err := c.applyRetention(ctx); err != nil {
+		return err
+	}
 	c.topicReady.Store(true)
 	return nil
 }

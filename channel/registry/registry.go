@@ -264,6 +264,9 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 	case !configured && !standalone(e.b, b):
 		return nil, fmt.Errorf("the %s channel needs %s", name, e.b.needs())
 	}
+	if b.Retention > 0 && name != config.ChannelKafka {
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: the %s channel keeps no event once delivered; retention and replay need the kafka channel", name)
+	}
 	return e.b.open(ctx, b)
 }
 
