@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/channel/kafka"
+	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
@@ -246,4 +253,75 @@ func TestReplayKafkaKill9(t *testing.T) {
 	if len(again) != n {
 		t.Errorf("second replay re-delivered %d distinct events, want %d (the live ones are after --to)", len(again), n)
 	}
+}
+
+// TestRetentionKafka: a Broker annotated sluice.dev/retention: 2h on the Kafka channel
+// gets a topic with retention.ms 7200000; a replay from before those two hours is
+// refused with 400 naming the retention, one within them runs. On the memory channel the
+// annotation makes the broker not ready, saying retention needs the kafka channel.
+func TestRetentionKafka(t *testing.T) {
+	ns := fmt.Sprintf("retain%d", time.Now().UnixNano())
+	sub := newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	yaml := strings.Replace(brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}),
+		"metadata: {name: default, namespace: "+ns+"}", "metadata: {name: default, namespace: "+ns+`, annotations: {sluice.dev/retention: "2h"}}`, 1)
+	b := startBroker(t, append([]string{"--config", writeConfig(t, yaml), "--ops-token-file", token}, kafkaArgs(t)...)...)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkatest.Brokers(t)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := kafka.TopicName(kafka.DefaultTopicPrefix, ns+"/default")
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms string
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" && c.Value != nil {
+			ms = *c.Value
+		}
+	}
+	if ms != "7200000" {
+		t.Errorf("topic %s retention.ms %q, want 7200000", topic, ms)
+	}
+
+	trig := ns + "/t"
+	old := time.Now().Add(-3 * time.Hour).UTC().Format(time.RFC3339)
+	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", old)
+	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "beyond the channel's retention of 2h0m0s") {
+		t.Errorf("replay from 3h ago: %v, %q; want a 400 naming the retention of 2h", err, out)
+	}
+	from := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
+	postN(t, b.base+"/"+ns+"/default", "r", "e2e.retain", 5)
+	sub.waitFor(t, 5, 60*time.Second)
+	out, err = sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from)
+	if err != nil || !strings.Contains(out, "complete: 5 events re-delivered") {
+		t.Errorf("replay within the retention: %v\n%s", err, out)
+	}
+
+	mem := startServe(t, "--config", writeConfig(t, strings.Replace(brokerYAML("", [3]string{"t", "", sub.URL}),
+		"metadata: {name: default, namespace: default}", `metadata: {name: default, namespace: default, annotations: {sluice.dev/retention: "2h"}}`, 1)))
+	sluicetest.Eventually(t, 30*time.Second, "the memory broker's status to name the retention", func() bool {
+		resp, err := http.Get(mem.base + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var rep struct {
+			Objects []objectStatus
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&rep)
+		for _, o := range rep.Objects {
+			if o.Kind == "Broker" && !o.Ready && strings.Contains(o.Reason, "sluice.dev/retention: the memory channel keeps no event once delivered") {
+				return true
+			}
+		}
+		return false
+	})
 }
