@@ -257,7 +257,7 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	}
 	rp, ok := b.ch.(channel.Replayer)
 	if !ok {
-		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel keeps no event once delivered (a memory or work-queue channel); replay needs the kafka channel", http.StatusBadRequest)
+		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: only the kafka channel keeps delivered events to read back", http.StatusBadRequest)
 		return
 	}
 	ret, err := rp.Retention(r.Context())

@@ -105,7 +105,7 @@ func TestReplayRefusals(t *testing.T) {
 		{true, "POST", "/triggers/ns/nope/replay?from=" + from, 404, "trigger ns/nope"},
 		{true, "POST", "/triggers/ns/all/replay", 400, "from: missing"},
 		{true, "POST", "/triggers/ns/all/replay?from=" + from + "&rate=0", 400, "rate:"},
-		{true, "POST", "/triggers/ns/all/replay?from=" + from, 400, "keeps no event once delivered"},
+		{true, "POST", "/triggers/ns/all/replay?from=" + from, 400, "does not replay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

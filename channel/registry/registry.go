@@ -265,7 +265,7 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 		return nil, fmt.Errorf("the %s channel needs %s", name, e.b.needs())
 	}
 	if b.Retention > 0 && name != config.ChannelKafka {
-		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: the %s channel keeps no event once delivered; retention and replay need the kafka channel", name)
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not on the %s channel: retention and replay need the kafka channel", name)
 	}
 	return e.b.open(ctx, b)
 }

@@ -152,8 +152,8 @@ func TestReplayMemoryRefused(t *testing.T) {
 	b := startBroker(t, "--config", cfg, "--ops-token-file", token)
 	from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", "default/t", "--from", from)
-	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "keeps no event once delivered") {
-		t.Errorf("replay on memory: %v, %q; want a 400 saying the channel keeps no delivered event", err, out)
+	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "does not replay") {
+		t.Errorf("replay on memory: %v, %q; want a 400 saying the channel does not replay", err, out)
 	}
 	open := startBroker(t, "--config", cfg)
 	out, err = sluiceCLI("replay", "--addr", open.base, "--trigger", "default/t", "--from", from)
@@ -318,7 +318,7 @@ func TestRetentionKafka(t *testing.T) {
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&rep)
 		for _, o := range rep.Objects {
-			if o.Kind == "Broker" && !o.Ready && strings.Contains(o.Reason, "sluice.dev/retention: the memory channel keeps no event once delivered") {
+			if o.Kind == "Broker" && !o.Ready && strings.Contains(o.Reason, "sluice.dev/retention: not on the memory channel") {
 				return true
 			}
 		}
