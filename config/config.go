@@ -236,6 +236,9 @@ type Trigger struct {
 	// Paused stops the trigger's deliveries while its events keep being stored (the
 	// sluice.dev/paused annotation: "true").
 	Paused bool
+	// StartFrom is where the trigger starts when it is new to its channel (the
+	// sluice.dev/start-from annotation); a running trigger is not moved by a change.
+	StartFrom StartFrom
 	// Source is the file the object was read from.
 	Source string
 }

@@ -260,7 +260,7 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
-				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Caps: t.caps, Paused: p.paused, Source: p.status.File}
+				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Caps: t.caps, Paused: p.paused, StartFrom: p.start, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, t.subscriber)
 			if t.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = t.subscriber.caCerts, t.subscriber.audience
@@ -292,7 +292,7 @@ func (l *loader) resolve(cfg *Config) {
 			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):
 				p.fail("spec.channel: %s/%s is a %s, not a %s", ns, s.channel.Name, n.Kind, s.channel.Kind)
 			}
-			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Paused: p.paused, Source: p.status.File}
+			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Paused: p.paused, StartFrom: p.start, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, s.subscriber)
 			if s.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = s.subscriber.caCerts, s.subscriber.audience
