@@ -182,3 +182,27 @@ type Replayer interface {
 	// when ctx ends or the caller stops ranging.
 	Replay(ctx context.Context, from, to time.Time) iter.Seq2[Stored, error]
 }
+
+// StartFrom is where a subscription new to its channel starts, for a Starter. The zero
+// value starts with what is published after it exists, like Consume.
+type StartFrom struct {
+	// Earliest starts at the oldest event the channel still stores.
+	Earliest bool
+	// Time, when not zero, starts at the events stored at or after it.
+	Time time.Time
+	// Match reports whether an event stored before the subscription existed (so not
+	// routed to it) is one of its own: the broker runs the trigger's filter.
+	Match func(Stored) bool
+}
+
+// Latest reports whether s starts with what is published after the subscription exists.
+func (s StartFrom) Latest() bool { return !s.Earliest && s.Time.IsZero() }
+
+// Starter is implemented by channels that can start a new subscription in the past: it
+// first gets the events stored from its start position up to when it was created that
+// Match accepts, then those routed to it, as Consume. A subscription that exists in the
+// channel already resumes where it stopped, whatever from says. The catch-up survives a
+// restart: a subscription that had not caught up when the process died goes on with it.
+type Starter interface {
+	ConsumeFrom(ctx context.Context, name string, from StartFrom) (Consumer, error)
+}

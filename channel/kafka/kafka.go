@@ -312,7 +312,7 @@ func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, err
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err := newConsumer(c, name)
+	k, err := newConsumer(c, name, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -354,9 +354,11 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 			"subscription", name, "group", c.group(name), "members", len(g.Members))
 		return nil
 	}
-	_, err = c.adm.DeleteGroup(ctx, c.group(name))
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, c.group(name), err)
+	for _, g := range []string{c.group(name), c.startGroup(name)} { // and a catch-up's marker (startfrom.go)
+		_, err = c.adm.DeleteGroup(ctx, g)
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+			return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, g, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,209 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+var _ channel.Starter = (*Channel)(nil)
+
+// catchUp is what a subscription started in the past delivers besides its routed
+// records: the records below bound (per partition, the end offsets when it was created)
+// that match accepts.
+type catchUp struct {
+	bound  map[int32]int64
+	match  func(channel.Stored) bool
+	marker string      // the group whose committed offsets hold bound while catching up
+	done   atomic.Bool // every partition's commit reached bound: the marker is deleted
+}
+
+// startGroup is the consumer group whose committed offsets record, while the
+// subscription called name catches up, where its catch-up ends.
+func (c *Channel) startGroup(name string) string { return c.group(name) + "/start-from" }
+
+// ConsumeFrom opens the subscription called name like Consume; if it is new (its group
+// has no committed offset) and from is not latest, it starts at from (the topic's start
+// offsets, or the first offsets at or after from.Time) and delivers, below the topic's
+// end offsets at this first call, the records from.Match accepts as well as those routed
+// to it (channel.Starter). Those end offsets are committed first to a group of their own
+// (<group>/start-from), read back by a later call until the catch-up is over (every
+// partition's commit past them; then that group is deleted): a process killed while
+// catching up goes on after its restart.
+func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
+	if from.Latest() || from.Match == nil {
+		return c.Consume(ctx, name)
+	}
+	c.mu.Lock()
+	k := c.consumers[name]
+	c.mu.Unlock()
+	if k != nil {
+		return k, nil
+	}
+	if err := c.ensureTopic(ctx); err != nil {
+		return nil, fmt.Errorf("kafka channel %s: consumer %s: %w", c.topic, name, channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
+	}
+	bound, err := c.catchUpBound(ctx, name, from)
+	if err != nil {
+		return nil, fmt.Errorf("kafka channel %s: start of subscription %s from %s: %w", c.topic, name, startName(from), channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
+	}
+	var cu *catchUp
+	if len(bound) > 0 {
+		cu = &catchUp{bound: bound, match: from.Match, marker: c.startGroup(name)}
+		c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
+			"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	if k := c.consumers[name]; k != nil {
+		return k, nil
+	}
+	k, err = newConsumer(c, name, cu)
+	if err != nil {
+		return nil, err
+	}
+	c.consumers[name] = k
+	return k, nil
+}
+
+func startName(from channel.StartFrom) string {
+	if from.Earliest {
+		return "earliest"
+	}
+	return from.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// committed returns the offsets group committed on the topic.
+func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64, error) {
+	rs, err := c.adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the offsets of group %s: %w", group, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range rs[c.topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// catchUpBound returns where the subscription's catch-up ends, per partition, or nil
+// when it has none: it resumes (its group committed before and no catch-up is under
+// way) or nothing was stored. For a new subscription it records the bound, then
+// commits the start offsets to the subscription's group, in that order, so that a crash
+// in between is resumed by the next call.
+func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (map[int32]int64, error) {
+	marker, group := c.startGroup(name), c.group(name)
+	bound, err := c.committed(ctx, marker)
+	if err != nil {
+		return nil, err
+	}
+	have, err := c.committed(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if len(bound) == 0 {
+		if len(have) > 0 {
+			return nil, nil // it exists: it resumes where it stopped
+		}
+		ends, err := c.adm.ListEndOffsets(ctx, c.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing end offsets: %w", err)
+		}
+		bound = map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = o.Offset })
+		if err := c.commitOffsets(ctx, marker, bound); err != nil {
+			return nil, err
+		}
+	}
+	if len(have) == 0 {
+		var starts kadm.ListedOffsets
+		if from.Earliest {
+			starts, err = c.adm.ListStartOffsets(ctx, c.topic)
+		} else {
+			starts, err = c.adm.ListOffsetsAfterMilli(ctx, from.Time.UnixMilli(), c.topic)
+		}
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing start offsets: %w", err)
+		}
+		at := map[int32]int64{}
+		starts.Each(func(o kadm.ListedOffset) { at[o.Partition] = o.Offset })
+		if err := c.commitOffsets(ctx, group, at); err != nil {
+			return nil, err
+		}
+	}
+	return bound, nil
+}
+
+// commitOffsets commits offs on the topic for group, a group without members.
+func (c *Channel) commitOffsets(ctx context.Context, group string, offs map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, at := range offs {
+		os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1})
+	}
+	rs, err := c.adm.CommitOffsets(ctx, group, os)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("committing the offsets of group %s: %w", group, err)
+	}
+	return nil
+}
+
+// catches reports whether r, not routed to the subscription, is one of its catch-up's.
+// Called with k.mu held.
+func (k *consumer) catches(r *kgo.Record) bool {
+	cu := k.catch
+	if cu == nil || cu.done.Load() {
+		return false
+	}
+	if b, ok := cu.bound[r.Partition]; !ok || r.Offset >= b {
+		return false
+	}
+	return cu.match(channel.Stored{Event: decodeRecord(r), Time: r.Timestamp, Subscriptions: routes(r)})
+}
+
+// checkCaughtUp deletes the catch-up's marker group once the subscription's group has
+// committed, on every partition, at least its bound.
+func (k *consumer) checkCaughtUp(ctx context.Context) {
+	cu := k.catch
+	if cu == nil || cu.done.Load() {
+		return
+	}
+	have, err := k.ch.committed(ctx, k.group)
+	if err != nil {
+		return
+	}
+	for p, b := range cu.bound {
+		if have[p] < b {
+			return
+		}
+	}
+	if _, err := k.ch.adm.DeleteGroup(ctx, cu.marker); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		k.ch.log.Warn("catchup", "kafka: cannot delete the catch-up marker group; retrying", "group", cu.marker, "err", err)
+		return
+	}
+	cu.done.Store(true)
+	k.ch.cfg.logger.Info("kafka: subscription caught up with the events stored before it existed", "subscription", k.name, "group", k.group)
+}

@@ -1,0 +1,92 @@
+package kafka_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
+)
+
+// evenIDs is the Match of the tests below: events "eN" with an even N that were not only
+// dead-lettered.
+func evenIDs(st channel.Stored) bool {
+	if len(st.Subscriptions) == 1 && strings.HasSuffix(st.Subscriptions[0], "/dead-letter") {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(st.Event.ID, "e"))
+	return err == nil && n%2 == 0
+}
+
+func idSet(ms []channel.Message) string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Event().ID)
+	}
+	return strings.Join(sorted(out), ",")
+}
+
+// TestConsumeFromCatchesUp: a subscription new to the channel opened with ConsumeFrom
+// earliest gets the stored events Match accepts (routed elsewhere before it existed),
+// then the events routed to it; closed halfway through its catch-up and opened again
+// (a restart), it goes on with what it had not acknowledged; a time start skips what was
+// stored before; a subscription that exists resumes without a catch-up.
+func TestConsumeFromCatchesUp(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	for i := range 10 {
+		channeltest.Publish(t, c, []string{"other"}, ev(fmt.Sprintf("e%d", i)))
+	}
+	channeltest.Publish(t, c, []string{"other/dead-letter"}, ev("e20")) // a dead letter: not the new one's
+	mid := time.Now()
+	time.Sleep(20 * time.Millisecond) // the records after mid have a later timestamp
+	channeltest.Publish(t, c, []string{"other"}, ev("e10"), ev("e11"))
+
+	from := channel.StartFrom{Earliest: true, Match: evenIDs}
+	k, err := c.ConsumeFrom(ctx, "new", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"new"}, ev("live1"))
+	channeltest.Publish(t, c, []string{"other"}, ev("e12")) // after it exists: routing decides
+	first := channeltest.ReceiveN(t, k, 3, 30*time.Second)
+	channeltest.AckAll(t, first)
+	if err := k.Close(); err != nil { // a restart before the catch-up is over
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "new", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := channeltest.ReceiveN(t, k, 4, 30*time.Second)
+	channeltest.AckAll(t, rest)
+	channeltest.ExpectNothing(t, k, time.Second)
+	if got, want := idSet(append(first, rest...)), "e0,e10,e2,e4,e6,e8,live1"; got != want {
+		t.Errorf("caught up with %s, want %s", got, want)
+	}
+	_ = k.Close()
+
+	// A time start: only what was stored at or after it.
+	kt, err := c.ConsumeFrom(ctx, "timed", channel.StartFrom{Time: mid, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := channeltest.ReceiveN(t, kt, 2, 30*time.Second)
+	channeltest.AckAll(t, got)
+	channeltest.ExpectNothing(t, kt, time.Second)
+	if ids := idSet(got); ids != "e10,e12" {
+		t.Errorf("started at %s with %s, want e10,e12", mid, ids)
+	}
+	_ = kt.Close()
+
+	// It exists now: opened again from earliest, it resumes (nothing more).
+	kt, err = c.ConsumeFrom(ctx, "timed", channel.StartFrom{Earliest: true, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.ExpectNothing(t, kt, 2*time.Second)
+	_ = kt.Close()
+}
