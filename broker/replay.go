@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/filter"
 )
@@ -401,4 +402,25 @@ func deadLetterOnly(subs []string) bool {
 		}
 	}
 	return len(subs) > 0
+}
+
+// consume opens the queue called name of trigger tc: where tc's sluice.dev/start-from
+// says when the trigger is new to a channel that can start in the past (channel.Starter),
+// re-running its filter on the events stored before it existed; else as Consume. A
+// dead-letter queue always starts as Consume.
+func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger) (channel.Consumer, error) {
+	if name != subscriptionName(tc) || tc.StartFrom.Latest() {
+		return b.ch.Consume(ctx, name)
+	}
+	st, ok := b.ch.(channel.Starter)
+	if !ok {
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/start-from: %s: not on this broker's channel: starting in the past needs the kafka channel", tc.StartFrom)
+	}
+	f := tc.Filter
+	return st.ConsumeFrom(ctx, name, channel.StartFrom{
+		Earliest: tc.StartFrom.Earliest, Time: tc.StartFrom.Time,
+		Match: func(s channel.Stored) bool {
+			return !deadLetterOnly(s.Subscriptions) && (f == nil || f.Match(s.Event))
+		},
+	})
 }

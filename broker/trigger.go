@@ -176,7 +176,7 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFl
 // b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
 // ctx (a reload's): it runs until stopped.
 func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool) (*trigger, error) {
-	cons, err := b.ch.Consume(ctx, name)
+	cons, err := b.consume(ctx, name, tc) // replay.go: sluice.dev/start-from
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -324,4 +325,100 @@ func TestRetentionKafka(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestStartFromKafka: on the Kafka channel, triggers added to a broker that already
+// stored events: one annotated sluice.dev/start-from: earliest gets the stored events
+// its filter matches (they were stored for another trigger, before it existed), one
+// with a time gets those stored from then on, one without the annotation only the new
+// ones. The broker is killed (-9) while the earliest one is catching up (its subscriber
+// failing): after the restart it gets every one of them, then the live ones.
+func TestStartFromKafka(t *testing.T) {
+	ns := fmt.Sprintf("startfrom%d", time.Now().UnixNano())
+	var up atomic.Bool
+	late := newSubscriber(t, func(*http.Request, int) int {
+		if !up.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusAccepted
+	})
+	timed, plain, all := newSubscriber(t, nil), newSubscriber(t, nil), newSubscriber(t, nil)
+	base := brokerYAMLIn(ns, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.1S}", [3]string{"all", "", all.URL})
+	cfg := writeConfig(t, base)
+	args := append([]string{"--config", cfg}, kafkaArgs(t)...)
+	b := startBroker(t, args...)
+	url := b.base + "/" + ns + "/default"
+	const n = 10
+	postN(t, url, "old", "e2e.b", n)
+	postN(t, url, "x", "e2e.other", 5)
+	time.Sleep(1100 * time.Millisecond) // a second apart: the time start falls between
+	mid := time.Now().UTC().Format(time.RFC3339)
+	time.Sleep(1100 * time.Millisecond)
+	postN(t, url, "mid", "e2e.b", 3)
+	all.waitFor(t, n+5+3, 60*time.Second)
+	if err := b.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	trigger := func(name, url, start string) string {
+		ann := ""
+		if start != "" {
+			ann = `, annotations: {sluice.dev/start-from: "` + start + `"}`
+		}
+		return fmt.Sprintf("---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: %s, namespace: %s%s}\nspec:\n  broker: default\n  filter: {attributes: {type: e2e.b}}\n  subscriber: {uri: %q}\n", name, ns, ann, url)
+	}
+	replaceFile(t, cfg, base+trigger("late", late.URL, "earliest")+trigger("timed", timed.URL, mid)+trigger("plain", plain.URL, ""))
+	b = startBroker(t, args...)
+	sluicetest.Eventually(t, 60*time.Second, "the earliest trigger to try its catch-up", func() bool { return late.calls.Load() >= 5 })
+	timed.waitFor(t, 3, 60*time.Second)
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.exited
+	up.Store(true)
+	b = startBroker(t, args...)
+	url = b.base + "/" + ns + "/default"
+	postN(t, url, "new", "e2e.b", 2)
+	ids := func(s *subscriber) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range s.all() {
+			out[r.Header.Get("Ce-Id")] = true
+		}
+		return out
+	}
+	want := func(prefix string, k int) []string {
+		var out []string
+		for i := range k {
+			out = append(out, fmt.Sprintf("%s%d", prefix, i))
+		}
+		return out
+	}
+	// Deliveries are at-least-once (the kill may repeat some): wait for distinct ids.
+	for _, w := range []struct {
+		name string
+		s    *subscriber
+		n    int
+	}{{"late", late, n + 3 + 2}, {"timed", timed, 3 + 2}, {"plain", plain, 2}} {
+		sluicetest.Eventually(t, 90*time.Second, "trigger "+w.name+"'s events", func() bool { return len(ids(w.s)) >= w.n })
+	}
+	check := func(name string, s *subscriber, wantIDs ...[]string) {
+		t.Helper()
+		got, exp := ids(s), map[string]bool{}
+		for _, w := range wantIDs {
+			for _, id := range w {
+				exp[id] = true
+				if !got[id] {
+					t.Errorf("trigger %s did not get %s", name, id)
+				}
+			}
+		}
+		for id := range got {
+			if !exp[id] {
+				t.Errorf("trigger %s got %s, which it should not", name, id)
+			}
+		}
+	}
+	check("late (earliest)", late, want("old", n), want("mid", 3), want("new", 2))
+	check("timed", timed, want("mid", 3), want("new", 2))
+	check("plain", plain, want("new", 2))
 }
