@@ -404,15 +404,16 @@ func deadLetterOnly(subs []string) bool {
 	return len(subs) > 0
 }
 
-// consume opens the queue called name of trigger tc: where tc's sluice.dev/start-from
-// says when the trigger is new to a channel that can start in the past (channel.Starter),
-// re-running its filter on the events stored before it existed; else as Consume. A
-// dead-letter queue always starts as Consume.
+// consume opens the queue called name of trigger tc. On a channel that can start in the
+// past (channel.Starter) a trigger new to it starts where its sluice.dev/start-from
+// says, and one re-created with a removed trigger's name resumes where that one stopped,
+// both re-running its filter on the events stored before it existed; elsewhere a
+// start-from other than latest is refused. A dead-letter queue always opens as Consume.
 func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger) (channel.Consumer, error) {
-	if name != subscriptionName(tc) || tc.StartFrom.Latest() {
+	st, ok := b.ch.(channel.Starter)
+	if name != subscriptionName(tc) || !ok && tc.StartFrom.Latest() {
 		return b.ch.Consume(ctx, name)
 	}
-	st, ok := b.ch.(channel.Starter)
 	if !ok {
 		return nil, fmt.Errorf("metadata.annotations.sluice.dev/start-from: %s: not on this broker's channel: starting in the past needs the kafka channel", tc.StartFrom)
 	}

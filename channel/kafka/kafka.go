@@ -329,12 +329,13 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open (leaving its consumer group) and
-// deletes the group — unless the group still has members: other replicas whose
-// configuration still has the trigger keep it, with its committed offsets. The last
-// replica to remove it deletes it (Kafka also drops an empty group's offsets after its
-// offsets.retention.minutes). Its records stay in the topic (until retention removes
-// them) and are not delivered.
+// Remove closes the subscription's consumer if open (leaving its consumer group). The
+// group stays, with its committed offsets: other replicas whose configuration still has
+// the trigger go on with it, and a trigger re-created with the same name resumes where
+// it stopped (ConsumeFrom). The last replica to remove it marks it removed, with a group
+// <group>/removed (Kafka drops an empty group's offsets after its
+// offsets.retention.minutes: a trigger re-created later than that starts anew). Its
+// records stay in the topic (until retention removes them) and are not delivered.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
@@ -354,11 +355,8 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 			"subscription", name, "group", c.group(name), "members", len(g.Members))
 		return nil
 	}
-	for _, g := range []string{c.group(name), c.startGroup(name)} { // and a catch-up's marker (startfrom.go)
-		_, err = c.adm.DeleteGroup(ctx, g)
-		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-			return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, g, err)
-		}
+	if err := c.markRemoved(ctx, name); err != nil { // startfrom.go
+		return fmt.Errorf("%w: kafka: removing subscription %s: %w", channel.ErrUnavailable, name, err)
 	}
 	return nil
 }

@@ -33,12 +33,14 @@ func (c *Channel) startGroup(name string) string { return c.group(name) + "/star
 // has no committed offset) and from is not latest, it starts at from (the topic's start
 // offsets, or the first offsets at or after from.Time) and delivers, below the topic's
 // end offsets at this first call, the records from.Match accepts as well as those routed
-// to it (channel.Starter). Those end offsets are committed first to a group of their own
+// to it (channel.Starter). Re-created after Remove, it resumes from its group's commit
+// with that catch-up (the events stored while it was gone), unless from is not latest:
+// then it starts at from. Those end offsets are committed first to a group of their own
 // (<group>/start-from), read back by a later call until the catch-up is over (every
 // partition's commit past them; then that group is deleted): a process killed while
 // catching up goes on after its restart.
 func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
-	if from.Latest() || from.Match == nil {
+	if from.Match == nil {
 		return c.Consume(ctx, name)
 	}
 	c.mu.Lock()
@@ -102,13 +104,19 @@ func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64,
 }
 
 // catchUpBound returns where the subscription's catch-up ends, per partition, or nil
-// when it has none: it resumes (its group committed before and no catch-up is under
-// way) or nothing was stored. For a new subscription it records the bound, then
-// commits the start offsets to the subscription's group, in that order, so that a crash
-// in between is resumed by the next call.
+// when it has none. A subscription whose group committed before resumes without one;
+// one re-created after Remove (its removed marker is there) resumes from its commit with
+// a catch-up up to the end offsets now, or starts at from when from is not latest; a new
+// one starts at from, or as Consume when from is latest. A catch-up's bound is recorded
+// before the group's start offsets are committed, so that a crash in between is resumed
+// by the next call.
 func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (map[int32]int64, error) {
-	marker, group := c.startGroup(name), c.group(name)
+	marker, removed, group := c.startGroup(name), c.removedGroup(name), c.group(name)
 	bound, err := c.committed(ctx, marker)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := c.committed(ctx, removed)
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +124,14 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 	if err != nil {
 		return nil, err
 	}
-	if len(bound) == 0 {
-		if len(have) > 0 {
-			return nil, nil // it exists: it resumes where it stopped
-		}
+	recreated := len(gone) > 0
+	switch {
+	case len(bound) > 0: // a catch-up under way
+	case len(have) > 0 && !recreated:
+		return nil, nil // it exists: it resumes where it stopped
+	case len(have) == 0 && from.Latest():
+		return nil, c.deleteGroup(ctx, removed) // new: as Consume
+	default:
 		ends, err := c.adm.ListEndOffsets(ctx, c.topic)
 		if err == nil {
 			err = ends.Error()
@@ -133,7 +145,7 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 			return nil, err
 		}
 	}
-	if len(have) == 0 {
+	if !from.Latest() && (len(have) == 0 || recreated) {
 		var starts kadm.ListedOffsets
 		if from.Earliest {
 			starts, err = c.adm.ListStartOffsets(ctx, c.topic)
@@ -152,7 +164,34 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 			return nil, err
 		}
 	}
+	if recreated {
+		if err := c.deleteGroup(ctx, removed); err != nil {
+			return nil, err
+		}
+	}
 	return bound, nil
+}
+
+// removedGroup is the consumer group whose existence says that the subscription called
+// name was removed (Remove) with its group kept: opened again, it catches up.
+func (c *Channel) removedGroup(name string) string { return c.group(name) + "/removed" }
+
+// markRemoved records that the subscription called name was removed: its group stays,
+// so that a trigger re-created with its name resumes where it stopped. A catch-up under
+// way is dropped: the re-created one catches up from its commit.
+func (c *Channel) markRemoved(ctx context.Context, name string) error {
+	if err := c.commitOffsets(ctx, c.removedGroup(name), map[int32]int64{0: 0}); err != nil {
+		return err
+	}
+	return c.deleteGroup(ctx, c.startGroup(name))
+}
+
+// deleteGroup deletes group; one that does not exist is no error.
+func (c *Channel) deleteGroup(ctx context.Context, group string) error {
+	if _, err := c.adm.DeleteGroup(ctx, group); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("deleting group %s: %w", group, err)
+	}
+	return nil
 }
 
 // commitOffsets commits offs on the topic for group, a group without members.

@@ -90,3 +90,48 @@ func TestConsumeFromCatchesUp(t *testing.T) {
 	channeltest.ExpectNothing(t, kt, 2*time.Second)
 	_ = kt.Close()
 }
+
+// TestRecreatedResumes: a subscription removed and opened again with the same name
+// resumes where it stopped: it gets the events Match accepts that were stored while it
+// was gone, and nothing it had acknowledged; re-created with a start of earliest, it
+// starts there instead.
+func TestRecreatedResumes(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	latest := channel.StartFrom{Match: evenIDs}
+	k, err := c.ConsumeFrom(ctx, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"re"}, ev("e0"), ev("e1"))
+	channeltest.AckAll(t, channeltest.ReceiveN(t, k, 2, 30*time.Second))
+	if err := c.Remove(ctx, "re"); err != nil { // closes k, committing
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, ev("e2"), ev("e3"), ev("e4")) // while it is gone
+
+	k, err = c.ConsumeFrom(ctx, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"re"}, ev("e5"))
+	got := channeltest.ReceiveN(t, k, 3, 30*time.Second)
+	channeltest.AckAll(t, got)
+	channeltest.ExpectNothing(t, k, time.Second)
+	if ids := idSet(got); ids != "e2,e4,e5" {
+		t.Errorf("re-created, it got %s; want e2,e4,e5", ids)
+	}
+	if err := c.Remove(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "re", channel.StartFrom{Earliest: true, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = channeltest.ReceiveN(t, k, 5, 30*time.Second)
+	channeltest.AckAll(t, got)
+	channeltest.ExpectNothing(t, k, time.Second)
+	if ids := idSet(got); ids != "e0,e1,e2,e4,e5" { // its own (routed) ones again, and the matching others
+		t.Errorf("re-created from earliest, it got %s; want e0,e1,e2,e4,e5", ids)
+	}
+}
