@@ -422,3 +422,52 @@ func TestStartFromKafka(t *testing.T) {
 	check("timed", timed, want("mid", 3), want("new", 2))
 	check("plain", plain, want("new", 2))
 }
+
+// TestRecreatedTriggerResumesKafka: on the Kafka channel a trigger removed by a reload
+// and added back with the same name resumes where it stopped: it gets the events its
+// filter matches that were stored (for another trigger) while it was gone, and not the
+// ones it had delivered before.
+func TestRecreatedTriggerResumesKafka(t *testing.T) {
+	ns := fmt.Sprintf("recreate%d", time.Now().UnixNano())
+	sub, all := newSubscriber(t, nil), newSubscriber(t, nil)
+	without := brokerYAMLIn(ns, "", [3]string{"all", "", all.URL})
+	with := brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}, [3]string{"t", "e2e.b", sub.URL})
+	cfg := writeConfig(t, with)
+	b := startBroker(t, append([]string{"--config", cfg}, kafkaArgs(t)...)...)
+	url := b.base + "/" + ns + "/default"
+	postN(t, url, "before", "e2e.b", 3)
+	sub.waitFor(t, 3, 60*time.Second)
+	all.waitFor(t, 3, 60*time.Second)
+
+	replaceFile(t, cfg, without)
+	sluicetest.Eventually(t, 30*time.Second, "the trigger removed", func() bool { return strings.Contains(b.logs.String(), "trigger removed") })
+	postN(t, url, "gone", "e2e.b", 4)
+	postN(t, url, "other", "e2e.other", 2)
+	all.waitFor(t, 3+4+2, 60*time.Second)
+
+	replaceFile(t, cfg, with)
+	postN(t, url, "back", "e2e.b", 2)
+	sluicetest.Eventually(t, 60*time.Second, "the re-created trigger's events", func() bool {
+		got := map[string]bool{}
+		for _, r := range sub.all() {
+			got[r.Header.Get("Ce-Id")] = true
+		}
+		return len(got) >= 3+4+2
+	})
+	time.Sleep(time.Second) // anything more would come now
+	seen := map[string]int{}
+	for _, r := range sub.all() {
+		seen[r.Header.Get("Ce-Id")]++
+	}
+	for id, n := range seen {
+		if !strings.HasPrefix(id, "before") && !strings.HasPrefix(id, "gone") && !strings.HasPrefix(id, "back") {
+			t.Errorf("trigger t got %s, which its filter does not match", id)
+		}
+		if strings.HasPrefix(id, "before") && n != 1 {
+			t.Errorf("trigger t got %s %d times: re-created, it did not resume where it stopped", id, n)
+		}
+	}
+	if len(seen) != 3+4+2 {
+		t.Errorf("trigger t got %d distinct events, want 9: %v", len(seen), seen)
+	}
+}
