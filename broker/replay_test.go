@@ -182,3 +182,27 @@ func TestReplayFeed(t *testing.T) {
 		t.Error("Receive with an ended context returned no error")
 	}
 }
+
+// TestStartFromNeedsAStarter: on a memory channel a trigger annotated sluice.dev/start-from
+// earliest does not start, the error naming the annotation; latest starts as usual.
+func TestStartFromNeedsAStarter(t *testing.T) {
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	for _, tt := range []struct{ value, err string }{
+		{"latest", ""},
+		{"earliest", "sluice.dev/start-from: earliest: not on this broker's channel"},
+		{"2026-11-27T09:00:00Z", "sluice.dev/start-from: 2026-11-27T09:00:00Z: not on this broker's channel"},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			s := newTestServer(t, nil)
+			doc := strings.Replace(triggerDoc("all", "t", sub.URL), "namespace: ns}", `namespace: ns, annotations: {sluice.dev/start-from: "`+tt.value+`"}}`, 1)
+			err := s.Apply(context.Background(), loadConfig(t, plainBroker()+doc))
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("Apply: %v; want %q", err, tt.err)
+			}
+			if running := s.findTrigger("ns/all") != nil; running != (tt.err == "") {
+				t.Errorf("trigger running: %v", running)
+			}
+		})
+	}
+}
