@@ -64,6 +64,9 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	if err := c.waitActive(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.applyRetention(ctx); err != nil { // retention.go
+		return nil, err
+	}
 	c.life, c.end = context.WithCancel(context.Background())
 	c.pub = newPublisher(c)
 	return c, nil
