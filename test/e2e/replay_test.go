@@ -169,11 +169,21 @@ func TestReplayMemoryRefused(t *testing.T) {
 // events accepted during the replay are all delivered after the restart, and the stored
 // events are all still there: a second replay re-delivers every one of them.
 func TestReplayKafkaKill9(t *testing.T) {
-	ns := fmt.Sprintf("replaykill%d", time.Now().UnixNano())
+	runReplayKill9(t, fmt.Sprintf("replaykill%d", time.Now().UnixNano()), kafkaArgs(t)...)
+}
+
+// TestReplayKinesisKill9 is TestReplayKafkaKill9 on the Kinesis channel (the
+// Kinesis-compatible server of scripts/kinesis.sh), same checkpoint directory across
+// the restart.
+func TestReplayKinesisKill9(t *testing.T) {
+	runReplayKill9(t, fmt.Sprintf("replaykill%d", time.Now().UnixNano()), kinesisArgs(t)...)
+}
+
+func runReplayKill9(t *testing.T, ns string, channelArgs ...string) {
 	sub := newSubscriber(t, nil)
 	token, _ := opsToken(t)
 	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
-	args := append([]string{"--config", cfg, "--ops-token-file", token}, kafkaArgs(t)...)
+	args := append([]string{"--config", cfg, "--ops-token-file", token}, channelArgs...)
 	b := startBroker(t, args...)
 	url := b.base + "/" + ns + "/default"
 	from := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
