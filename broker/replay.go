@@ -258,7 +258,7 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	}
 	rp, ok := b.ch.(channel.Replayer)
 	if !ok {
-		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: only the kafka channel keeps delivered events to read back", http.StatusBadRequest)
+		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: only the kafka and kinesis channels keep delivered events to read back", http.StatusBadRequest)
 		return
 	}
 	ret, err := rp.Retention(r.Context())
