@@ -481,3 +481,43 @@ func TestRecreatedTriggerResumesKafka(t *testing.T) {
 		t.Errorf("trigger t got %d distinct events, want 9: %v", len(seen), seen)
 	}
 }
+
+// TestReplayLongerThanWriteTimeout: a replay that runs longer than --write-timeout is
+// not cut off (each progress line extends the deadline); SIGTERM during a replay ends
+// it (reported incomplete) and the server exits.
+func TestReplayLongerThanWriteTimeout(t *testing.T) {
+	ns := fmt.Sprintf("replaylong%d", time.Now().UnixNano())
+	sub := newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
+	b := startBroker(t, append([]string{"--config", cfg, "--ops-token-file", token, "--write-timeout", "2s"}, kafkaArgs(t)...)...)
+	from := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
+	postN(t, b.base+"/"+ns+"/default", "w", "e2e.long", 20)
+	sub.waitFor(t, 20, 60*time.Second)
+	trig := ns + "/t"
+	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "5")
+	if err != nil || !strings.Contains(out, "complete: 20 events re-delivered") {
+		t.Fatalf("replay of 4s with a write timeout of 2s: %v\n%s", err, out)
+	}
+
+	rp := exec.Command(sluiceBin, "replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "1")
+	var rpOut syncbuf.Buffer
+	rp.Stdout, rp.Stderr = &rpOut, &rpOut
+	if err := rp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rpDone := make(chan error, 1)
+	go func() { rpDone <- rp.Wait() }()
+	sluicetest.Eventually(t, 30*time.Second, "the replay's first progress line", func() bool { return strings.Contains(rpOut.String(), "matched") })
+	if err := b.stop(60 * time.Second); err != nil {
+		t.Fatalf("sluice serve after SIGTERM during a replay: %v", err)
+	}
+	select {
+	case err := <-rpDone:
+		if err == nil || !strings.Contains(rpOut.String(), "incomplete") {
+			t.Fatalf("replay through a shutdown: %v\n%s", err, rpOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice replay did not end after the server stopped:\n%s", rpOut.String())
+	}
+}
