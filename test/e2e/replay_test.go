@@ -14,11 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/channel/kafka"
 	"github.com/sluice-broker/sluice/channel/kafka/kafkatest"
+	"github.com/sluice-broker/sluice/channel/kinesis"
+	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 )
@@ -519,5 +523,30 @@ func TestReplayLongerThanWriteTimeout(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("sluice replay did not end after the server stopped:\n%s", rpOut.String())
+	}
+}
+
+// TestRetentionKinesis: a Broker annotated sluice.dev/retention: 30h on the Kinesis
+// channel gets a stream whose retention period is 30 hours; a replay from before them is
+// refused naming the retention.
+func TestRetentionKinesis(t *testing.T) {
+	ns := fmt.Sprintf("retain%d", time.Now().UnixNano())
+	sub := newSubscriber(t, nil)
+	token, _ := opsToken(t)
+	yaml := strings.Replace(brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}),
+		"metadata: {name: default, namespace: "+ns+"}", "metadata: {name: default, namespace: "+ns+`, annotations: {sluice.dev/retention: "30h"}}`, 1)
+	b := startBroker(t, append([]string{"--config", writeConfig(t, yaml), "--ops-token-file", token}, kinesisArgs(t)...)...)
+	out, err := kinesistest.Client(t).DescribeStreamSummary(context.Background(),
+		&awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(kinesis.StreamName(ns + "/default"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := aws.ToInt32(out.StreamDescriptionSummary.RetentionPeriodHours); h != 30 {
+		t.Errorf("stream retention %dh, want 30h", h)
+	}
+	old := time.Now().Add(-31 * time.Hour).UTC().Format(time.RFC3339)
+	o, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", ns+"/t", "--from", old)
+	if err == nil || !strings.Contains(o, "400") || !strings.Contains(o, "beyond the channel's retention of 30h0m0s") {
+		t.Errorf("replay from 31h ago: %v, %q; want a 400 naming the retention of 30h", err, o)
 	}
 }
