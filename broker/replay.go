@@ -278,10 +278,17 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	}
 	defer t.feed.busy.Store(false)
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.life, cancel)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.life, func() { cancel(errors.New("the server is shutting down")) })
 	defer stop()
+	go func() { // a trigger removed by a reload takes nothing more
+		select {
+		case <-t.done:
+			cancel(errors.New("the trigger stopped (removed by a reload, or the server is shutting down)"))
+		case <-ctx.Done():
+		}
+	}()
 	id := now.UTC().Format("20060102T150405.000Z")
 	run := &replayRun{settled: make(chan struct{}, 1)}
 	s.log.Info("replay started", "trigger", key, "id", id, "from", p.from, "to", p.to, "rate", p.rate, "remote", r.RemoteAddr)
@@ -339,10 +346,10 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	last := run.progress(key, id)
 	last.Done = true
 	switch {
-	case rerr != nil:
-		last.Error = rerr.Error()
 	case ctx.Err() != nil:
 		last.Error = "stopped before every event was delivered: " + context.Cause(ctx).Error()
+	case rerr != nil:
+		last.Error = rerr.Error()
 	case run.released.Load() > 0:
 		last.Error = fmt.Sprintf("%d events were handed back undelivered (the trigger stopped)", run.released.Load())
 	default:

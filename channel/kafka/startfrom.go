@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,6 +15,9 @@ import (
 )
 
 var _ channel.Starter = (*Channel)(nil)
+
+// startTimeout bounds the cluster requests of ConsumeFrom.
+const startTimeout = 10 * time.Second
 
 // catchUp is what a subscription started in the past delivers besides its routed
 // records: the records below bound (per partition, the end offsets when it was created)
@@ -49,10 +53,21 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 	if k != nil {
 		return k, nil
 	}
-	if err := c.ensureTopic(ctx); err != nil {
-		return nil, fmt.Errorf("kafka channel %s: consumer %s: %w", c.topic, name, channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
+	actx, cancel := context.WithTimeout(ctx, startTimeout)
+	bound, err := func() (map[int32]int64, error) {
+		if err := c.ensureTopic(actx); err != nil {
+			return nil, err
+		}
+		return c.catchUpBound(actx, name, from)
+	}()
+	cancel()
+	if err != nil && from.Latest() {
+		// As Consume, which needs no cluster to open (a broker may start before Kafka): a
+		// re-created subscription's catch-up is looked for again at its next open.
+		c.cfg.logger.Warn("kafka: cannot tell whether the subscription was removed before and must catch up; it resumes from its group's commit as after a restart",
+			"subscription", name, "group", c.group(name), "err", err)
+		return c.Consume(ctx, name)
 	}
-	bound, err := c.catchUpBound(ctx, name, from)
 	if err != nil {
 		return nil, fmt.Errorf("kafka channel %s: start of subscription %s from %s: %w", c.topic, name, startName(from), channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
 	}

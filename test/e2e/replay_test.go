@@ -487,8 +487,8 @@ func TestRecreatedTriggerResumesKafka(t *testing.T) {
 }
 
 // TestReplayLongerThanWriteTimeout: a replay that runs longer than --write-timeout is
-// not cut off (each progress line extends the deadline); SIGTERM during a replay ends
-// it (reported incomplete) and the server exits.
+// not cut off (each progress line extends the deadline); a reload that removes the
+// trigger ends its replay, and so does SIGTERM (reported incomplete; the server exits).
 func TestReplayLongerThanWriteTimeout(t *testing.T) {
 	ns := fmt.Sprintf("replaylong%d", time.Now().UnixNano())
 	sub := newSubscriber(t, nil)
@@ -503,6 +503,28 @@ func TestReplayLongerThanWriteTimeout(t *testing.T) {
 	if err != nil || !strings.Contains(out, "complete: 20 events re-delivered") {
 		t.Fatalf("replay of 4s with a write timeout of 2s: %v\n%s", err, out)
 	}
+
+	// A reload that removes the trigger ends its replay, reported incomplete.
+	removed := exec.Command(sluiceBin, "replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "1")
+	var removedOut syncbuf.Buffer
+	removed.Stdout, removed.Stderr = &removedOut, &removedOut
+	if err := removed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	removedDone := make(chan error, 1)
+	go func() { removedDone <- removed.Wait() }()
+	sluicetest.Eventually(t, 30*time.Second, "the replay's first progress line", func() bool { return strings.Contains(removedOut.String(), "matched") })
+	replaceFile(t, cfg, brokerYAMLIn(ns, ""))
+	select {
+	case err := <-removedDone:
+		if err == nil || !strings.Contains(removedOut.String(), "incomplete") || !strings.Contains(removedOut.String(), "the trigger stopped") {
+			t.Fatalf("replay of a trigger a reload removed: %v\n%s", err, removedOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("replay of a trigger a reload removed did not end:\n%s", removedOut.String())
+	}
+	replaceFile(t, cfg, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
+	sluicetest.Eventually(t, 30*time.Second, "the trigger back", func() bool { return strings.Count(b.logs.String(), "trigger started") >= 2 })
 
 	rp := exec.Command(sluiceBin, "replay", "--addr", b.base, "--ops-token-file", token, "--trigger", trig, "--from", from, "--rate", "1")
 	var rpOut syncbuf.Buffer
