@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
+	"github.com/sluice-broker/sluice/channel/kafka"
 )
 
 // evenIDs is the Match of the tests below: events "eN" with an even N that were not only
@@ -133,5 +135,25 @@ func TestRecreatedResumes(t *testing.T) {
 	channeltest.ExpectNothing(t, k, time.Second)
 	if ids := idSet(got); ids != "e0,e1,e2,e4,e5" { // its own (routed) ones again, and the matching others
 		t.Errorf("re-created from earliest, it got %s; want e0,e1,e2,e4,e5", ids)
+	}
+}
+
+// TestConsumeFromUnreachable: with the cluster unreachable, ConsumeFrom latest opens the
+// subscription as Consume does (a broker may start before Kafka), while a start in the
+// past fails with ErrUnavailable, within the start bound.
+func TestConsumeFromUnreachable(t *testing.T) {
+	c, err := kafka.New(channeltest.Ctx(t, 5*time.Second), "ns/down", kafka.WithSeedBrokers(refusedAddr(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	k, err := c.ConsumeFrom(ctx, "latest", channel.StartFrom{Match: evenIDs})
+	if err != nil {
+		t.Fatalf("ConsumeFrom latest on an unreachable cluster: %v", err)
+	}
+	_ = k.Close()
+	if _, err := c.ConsumeFrom(ctx, "earliest", channel.StartFrom{Earliest: true, Match: evenIDs}); !errors.Is(err, channel.ErrUnavailable) {
+		t.Fatalf("ConsumeFrom earliest on an unreachable cluster: %v, want ErrUnavailable", err)
 	}
 }
