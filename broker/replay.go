@@ -62,14 +62,19 @@ type ReplayProgress struct {
 
 // replayFeed is the consumer a trigger's dispatcher reads: its channel consumer, with
 // the events of a running replay merged in. Receive takes a waiting replayed event
-// first; a Receive blocked on the channel is woken when one is queued.
+// first; a Receive blocked on the channel is woken when one is queued: it waits with a
+// child of its context that push cancels. The child is kept from one Receive to the
+// next (the dispatcher passes the same context until it pauses), so that a message taken
+// from the channel costs no context of its own.
 type replayFeed struct {
 	channel.Consumer
 	queue chan channel.Message
 	busy  atomic.Bool // a replay runs
 
-	mu   sync.Mutex
-	wake context.CancelFunc // ends the Receive waiting on the channel, if any
+	mu     sync.Mutex
+	parent context.Context    // the context child derives from
+	child  context.Context    // what Receive waits on the channel with
+	wake   context.CancelFunc // cancels child
 }
 
 func newReplayFeed(c channel.Consumer) *replayFeed {
@@ -84,18 +89,13 @@ func (f *replayFeed) Receive(ctx context.Context) (channel.Message, error) {
 			return m, nil
 		default:
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		f.mu.Lock()
-		f.wake = cancel
-		f.mu.Unlock()
-		select { // one queued between the look above and wake being set
+		rctx := f.waitContext(ctx)
+		select { // one queued between the look above and rctx: its push cancels rctx or came before
 		case m := <-f.queue:
-			f.clearWake(cancel)
 			return m, nil
 		default:
 		}
 		m, err := f.Consumer.Receive(rctx)
-		f.clearWake(cancel)
 		if err != nil && ctx.Err() == nil && rctx.Err() != nil {
 			continue // woken by a replayed event
 		}
@@ -103,11 +103,19 @@ func (f *replayFeed) Receive(ctx context.Context) (channel.Message, error) {
 	}
 }
 
-func (f *replayFeed) clearWake(cancel context.CancelFunc) {
+// waitContext returns the child of ctx that push cancels, making a new one when ctx is
+// not the last one's parent or push cancelled it.
+func (f *replayFeed) waitContext(ctx context.Context) context.Context {
 	f.mu.Lock()
-	f.wake = nil
-	f.mu.Unlock()
-	cancel()
+	defer f.mu.Unlock()
+	if f.child == nil || f.parent != ctx || f.child.Err() != nil {
+		if f.wake != nil {
+			f.wake() // the old child goes
+		}
+		f.parent = ctx
+		f.child, f.wake = context.WithCancel(ctx)
+	}
+	return f.child
 }
 
 // push queues m for the dispatcher, waiting for room (the dispatcher is paused, at its

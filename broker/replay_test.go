@@ -206,3 +206,40 @@ func TestStartFromNeedsAStarter(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReplayFeedReceive: what the replay feed adds to a dispatcher's Receive when no
+// replay runs (the channel's message taken through it), against the consumer alone.
+func BenchmarkReplayFeedReceive(b *testing.B) {
+	for _, feed := range []bool{false, true} {
+		name := "consumer"
+		if feed {
+			name = "feed"
+		}
+		b.Run(name, func(b *testing.B) {
+			ch := memory.New()
+			defer ch.Close()
+			ctx := context.Background()
+			cons, err := ch.Consume(ctx, "s")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var c channel.Consumer = cons
+			if feed {
+				c = newReplayFeed(cons)
+			}
+			e := &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t"}
+			env := []channel.Envelope{{Event: e, Subscriptions: []string{"s"}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ch.Publish(ctx, env); err != nil {
+					b.Fatal(err)
+				}
+				m, err := c.Receive(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = m.Ack()
+			}
+		})
+	}
+}
