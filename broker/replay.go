@@ -270,6 +270,10 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 		return
 	}
 	ret, err := rp.Retention(r.Context())
+	if errors.Is(err, channel.ErrNotKept) {
+		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: it keeps no delivered events without the broker's sluice.dev/retention", http.StatusBadRequest)
+		return
+	}
 	if err != nil {
 		s.log.Warn("replay: reading the channel's retention", "trigger", key, "err", err)
 		http.Error(w, "replay of trigger "+key+": the channel cannot say its retention now; try again later", http.StatusServiceUnavailable)

@@ -28,6 +28,8 @@ var (
 	// ErrTooLarge: an event is larger than the backend stores, however often it is sent
 	// (a record or message size limit below the ingress's --max-event-bytes).
 	ErrTooLarge = errors.New("event too large for the channel")
+	// ErrNotKept: the channel keeps no event once delivered (Replayer: no retention set).
+	ErrNotKept = errors.New("channel keeps no delivered events")
 )
 
 // Envelope is one event and the names of the subscriptions it was routed to at ingress.

@@ -77,7 +77,7 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 }
 
 func (j *jetstreamBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
-	return j.js.New(ctx, b.Key(), jetstream.WithReplicas(j.replicas))
+	return j.js.New(ctx, b.Key(), jetstream.WithReplicas(j.replicas), jetstream.WithRetention(b.Retention)) // sluice.dev/retention: an archive stream
 }
 
 func (j *jetstreamBackend) close(ctx context.Context) error { return j.js.Close(ctx) }

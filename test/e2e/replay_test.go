@@ -183,10 +183,20 @@ func TestReplayKinesisKill9(t *testing.T) {
 	runReplayKill9(t, fmt.Sprintf("replaykill%d", time.Now().UnixNano()), kinesisArgs(t)...)
 }
 
+// TestReplayJetStreamKill9 is TestReplayKafkaKill9 on the embedded JetStream channel,
+// whose broker needs sluice.dev/retention to keep its events (an archive stream), same
+// data directory across the restart.
+func TestReplayJetStreamKill9(t *testing.T) {
+	runReplayKill9(t, fmt.Sprintf("replaykill%d", time.Now().UnixNano()), jetstreamArgs(t)...)
+}
+
+// runReplayKill9 runs the kill -9 replay test on a broker annotated sluice.dev/retention
+// 1h in namespace ns, served with channelArgs.
 func runReplayKill9(t *testing.T, ns string, channelArgs ...string) {
 	sub := newSubscriber(t, nil)
 	token, _ := opsToken(t)
-	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
+	cfg := writeConfig(t, strings.Replace(brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}),
+		"metadata: {name: default, namespace: "+ns+"}", "metadata: {name: default, namespace: "+ns+`, annotations: {sluice.dev/retention: "1h"}}`, 1))
 	args := append([]string{"--config", cfg, "--ops-token-file", token}, channelArgs...)
 	b := startBroker(t, args...)
 	url := b.base + "/" + ns + "/default"
