@@ -149,7 +149,8 @@ func TestReplayKafka(t *testing.T) {
 }
 
 // TestReplayMemoryRefused: on a memory channel a replay is refused with 400 saying the
-// channel keeps no delivered event; without --ops-token-file, 403.
+// channel does not replay, and so on a jetstream broker without sluice.dev/retention;
+// without --ops-token-file, 403.
 func TestReplayMemoryRefused(t *testing.T) {
 	sub := newSubscriber(t, nil)
 	token, _ := opsToken(t)
@@ -159,6 +160,11 @@ func TestReplayMemoryRefused(t *testing.T) {
 	out, err := sluiceCLI("replay", "--addr", b.base, "--ops-token-file", token, "--trigger", "default/t", "--from", from)
 	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "does not replay") {
 		t.Errorf("replay on memory: %v, %q; want a 400 saying the channel does not replay", err, out)
+	}
+	js := startBroker(t, append([]string{"--config", cfg, "--ops-token-file", token}, jetstreamArgs(t)...)...)
+	out, err = sluiceCLI("replay", "--addr", js.base, "--ops-token-file", token, "--trigger", "default/t", "--from", from)
+	if err == nil || !strings.Contains(out, "400") || !strings.Contains(out, "without the broker's sluice.dev/retention") {
+		t.Errorf("replay on jetstream without retention: %v, %q; want a 400 naming sluice.dev/retention", err, out)
 	}
 	open := startBroker(t, "--config", cfg)
 	out, err = sluiceCLI("replay", "--addr", open.base, "--trigger", "default/t", "--from", from)
