@@ -30,10 +30,10 @@ func newReplayCmd() *cobra.Command {
 --from up to --to (RFC 3339 times; --to defaults to now), through the trigger's filter,
 with its delivery spec, caps and pause, each marked with the sluicereplay extension
 (the replay's id). It prints progress every second and, at the end, how many events
-were re-delivered. The channel must keep delivered events (kafka or kinesis, for the
-broker's sluice.dev/retention or the topic's or stream's own); a memory or jetstream
-channel, a window before the retention, and a second replay of the same trigger are
-refused. The server must run
+were re-delivered. The channel must keep delivered events: kafka and kinesis do for
+the broker's sluice.dev/retention or the topic's or stream's own, jetstream only with
+sluice.dev/retention; a memory channel, a window before the retention, and a second
+replay of the same trigger are refused. The server must run
 with --ops-token-file.
 
 A replay that stops early (the server restarts, the connection drops) is not resumed:
