@@ -32,9 +32,10 @@ lint: deps
 	$(GOBIN)/staticcheck ./...
 
 # test starts a real single-node Kafka (jars from Maven Central, cached under .cache/) for
-# the kafka channel tests and a Kinesis-compatible server (kinesalite from npm, cached
-# there too) for the kinesis channel tests, runs every test, and stops both whatever
-# happens. test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
+# the kafka channel tests, a Kinesis-compatible server (kinesalite from npm, cached
+# there too) for the kinesis channel tests and a DynamoDB-compatible one (dynalite from
+# npm, cached) for its lease tables, runs every test, and stops them whatever happens.
+# test/cluster starts its own 3-node NATS and 3-broker Kafka clusters
 # (scripts/nats-cluster.sh, scripts/kafka.sh start-cluster) once for its kill tests. Under CI=true a dependency that does not start fails the run; elsewhere its
 # tests skip, saying why. test/e2e runs last, alone: its kill -9 tests drive their own
 # load (1,000-2,000 events/s) across a broker's death and restart and need the machine's CPU to
@@ -42,7 +43,7 @@ lint: deps
 # their generator fell short of its schedule.
 test: deps lint chromium
 	@set -uo pipefail; \
-	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1' EXIT; \
+	trap 'scripts/kafka.sh stop >/dev/null 2>&1; scripts/kinesis.sh stop >/dev/null 2>&1; scripts/dynalite.sh stop >/dev/null 2>&1' EXIT; \
 	if out=$$(scripts/kafka.sh start); then \
 		eval "$$out"; export SLUICE_KAFKA_BROKERS; \
 	elif [ "$${CI:-}" = true ]; then \
@@ -56,6 +57,13 @@ test: deps lint chromium
 		echo "make test: the Kinesis-compatible server did not start, and CI needs it" >&2; exit 1; \
 	else \
 		echo "make test: the Kinesis-compatible server did not start; the kinesis tests will skip" >&2; \
+	fi; \
+	if out=$$(scripts/dynalite.sh start); then \
+		eval "$$out"; export SLUICE_DYNAMODB_ENDPOINT; \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "make test: the DynamoDB-compatible server did not start, and CI needs it" >&2; exit 1; \
+	else \
+		echo "make test: the DynamoDB-compatible server did not start; the kinesis lease tests will skip" >&2; \
 	fi; \
 	rc=0; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || rc=1; \
@@ -129,7 +137,8 @@ unit:
 # committed corpus also runs as plain tests in make test.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
-	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis
+	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis \
+	FuzzDecodeDLQEntry:./channel/jetstream
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \

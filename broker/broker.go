@@ -47,6 +47,7 @@ type Broker struct {
 	backlog backlogGate                 // the backlog bound's cached verdict (admission.go)
 	admitq  admitQueue                  // requests waiting for room (admitqueue.go)
 	health  storeHealth                 // whether the channel can store now (health.go)
+	dl      dlqState                    // the dead-letter store and its redrives (dlq.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup
@@ -183,6 +184,7 @@ func (b *Broker) drain(ctx context.Context) int {
 		ctx, cancel = context.WithTimeout(ctx, durableGrace)
 		defer cancel()
 	}
+	b.stopRedrives() // what they did not hand over stays in the store
 	ts := b.triggerList()
 	var held atomic.Int64
 	var wg sync.WaitGroup

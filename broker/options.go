@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/dlq"
 )
 
 // ChannelOpener opens the channel of one broker: b.Channel names its backend
@@ -47,6 +48,8 @@ type options struct {
 	checkEvery      time.Duration     // how often a channel.Checker is asked (health.go)
 	opsGuarded      bool              // WithOpsGuarded: the operator endpoints need a token
 	now             func() time.Time  // the clock of the health marks (health.go); tests set it
+	dlq             dlq.Limits        // WithDLQ (dlq.go)
+	dlqSet          bool
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,
@@ -187,6 +190,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
 	case o.admitWait < 0 || o.admitWait > 10*time.Second:
 		return fmt.Errorf("broker: WithAdmitWait(%v): want 0 (refuse at once) up to 10s", o.admitWait)
+	case o.dlqSet && o.dlq.MaxEntries != 0 && o.dlq.Validate() != nil:
+		return fmt.Errorf("broker: WithDLQ: %w", o.dlq.Validate())
 	case o.logger == nil:
 		return errors.New("broker: WithLogger(nil): want a logger")
 	}

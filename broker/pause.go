@@ -75,6 +75,10 @@ func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 		s.serveReplay(w, r, parts[0], parts[1]) // replay.go
 		return
 	}
+	if len(parts) >= 3 && parts[2] == "dlq" {
+		s.serveDLQ(w, r, parts) // dlq.go
+		return
+	}
 	var action string
 	switch {
 	case len(parts) == 2 && r.Method == http.MethodGet:

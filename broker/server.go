@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
+	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
@@ -48,6 +49,9 @@ type Server struct {
 	end     context.CancelFunc
 	removed retirements // brokers a reload removed, draining
 
+	dlqMemory dlq.Store  // the dead-letter store of brokers whose channel keeps none (dlq.go)
+	dlqm      dlqMetrics // its metrics
+
 	applyMu sync.Mutex // serialises Apply and Shutdown
 	closed  bool       // Shutdown has begun (guarded by applyMu)
 }
@@ -71,6 +75,14 @@ func NewServer(opts ...Option) (*Server, error) {
 	}
 	s.life, s.end = context.WithCancel(context.Background())
 	o.registry.MustRegister(newQueueCollector(s))
+	s.dlqm = newDLQMetrics(o.registry)
+	if lim, on := o.dlqLimits(); on {
+		mem, err := dlq.NewMemory(lim)
+		if err != nil {
+			return nil, fmt.Errorf("broker: WithDLQ: %w", err)
+		}
+		s.dlqMemory = mem
+	}
 	empty := map[string]*Broker{}
 	s.brokers.Store(&empty)
 	return s, nil
@@ -204,6 +216,7 @@ func (s *Server) Shutdown(ctx context.Context) int {
 	}
 	wg.Wait()
 	n := int(left.Load()) + s.removed.wait()
+	s.logLostDLQ() // dlq.go
 	// Every dispatcher has returned: the delivery client's idle connections (and the
 	// transport's janitor with them) go too.
 	s.client.CloseIdleConnections()
@@ -222,6 +235,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
 	}
+	b.openDLQ(s.life)
 	b.startChecker(s.life)
 	return b
 }

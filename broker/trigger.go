@@ -78,6 +78,9 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if b.durable {
 			opts = append(opts, delivery.WithDeadLetterer(b.storeDeadLetter(name)))
 		}
+		if b.dl.store != nil { // used when it has no deadLetterSink (dlq.go)
+			opts = append(opts, delivery.WithDLQ(b.keepDead(name)))
+		}
 		if err := b.ensure(ctx, name, tc, target, opts); err != nil {
 			errs = append(errs, err)
 			continue
@@ -146,7 +149,7 @@ func (b *Broker) target(tc config.Trigger) (delivery.Target, error) {
 		Ordered: tc.Ordered, MaxInFlight: b.maxInFlight(tc), MaxDeliveryRate: tc.Caps.Rate, HeaderEncoding: headerEncoding(b.cfg),
 		CACerts: tc.SubscriberCACerts, Audience: tc.SubscriberAudience,
 		DeadLetterCACerts: d.DeadLetterSinkCACerts, DeadLetterAudience: d.DeadLetterSinkAudience,
-		Batch: tc.Batch, BatchWait: tc.BatchWait,
+		Batch: tc.Batch, BatchWait: tc.BatchWait, Structured: d.Format == config.FormatJSON,
 	}, nil
 }
 
@@ -252,6 +255,7 @@ func (b *Broker) retire(t *trigger) int {
 		b.log.Warn("removing the trigger's queue", "trigger", t.key, "err", err)
 	}
 	t.forget(b.srv)
+	b.forgetDLQ(t.key) // dlq.go
 	if left > 0 {
 		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
 	} else {

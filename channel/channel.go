@@ -13,6 +13,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -207,4 +208,13 @@ func (s StartFrom) Latest() bool { return !s.Earliest && s.Time.IsZero() }
 // restart: a subscription that had not caught up when the process died goes on with it.
 type Starter interface {
 	ConsumeFrom(ctx context.Context, name string, from StartFrom) (Consumer, error)
+}
+
+// DLQStorer is implemented by durable channels that keep the dead-letter store
+// (package dlq) in their backend: the dead letters of the broker's triggers that have
+// no deadLetterSink survive a restart, and every replica sharing the backend sees the
+// same store. A broker on a channel that does not implement it keeps them in memory.
+type DLQStorer interface {
+	// DLQStore returns the store of the channel's broker, bounded per trigger by lim.
+	DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, error)
 }

@@ -3,14 +3,17 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // Broker classes Sluice runs, and Knative's stock ConfigMaps.
 const (
-	classMTChannel = "MTChannelBasedBroker"
-	classKafka     = "Kafka"
+	classMTChannel       = "MTChannelBasedBroker"
+	classKafka           = "Kafka"
+	classKafkaNamespaced = "KafkaNamespaced" // a Kafka broker whose data plane runs in its namespace
 
 	systemNamespace        = "knative-eventing"
 	cmBrokerDefaults       = "config-br-defaults"
@@ -26,14 +29,80 @@ const (
 	keyKafkaAuthSecret       = "auth.secret.ref.name"
 )
 
+// brokerClasses are the broker classes Sluice runs, in the order messages list them.
+func brokerClasses() []string {
+	return []string{classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream}
+}
+
+// cloudClass says, for a class whose data plane is a cloud provider's service, that
+// Sluice does not run it ("" for other classes).
+func cloudClass(class string) string {
+	switch strings.ToLower(class) {
+	case "googlecloud", "pubsub", "cloudpubsub":
+		return ": its events live in Google Cloud Pub/Sub, which Sluice does not run"
+	case "awssqs", "sqs", "awssqsbroker", "sqsbroker":
+		return ": its events live in AWS SQS, which Sluice does not run"
+	}
+	return ""
+}
+
 // brokerDefault is one entry of config-br-defaults' default-br-config.
 type brokerDefault struct {
-	BrokerClass string          `json:"brokerClass"`
-	APIVersion  string          `json:"apiVersion"`
-	Kind        string          `json:"kind"`
-	Name        string          `json:"name"`
-	Namespace   string          `json:"namespace"`
-	Delivery    json.RawMessage `json:"delivery"`
+	BrokerClass string        `json:"brokerClass"`
+	APIVersion  string        `json:"apiVersion"`
+	Kind        string        `json:"kind"`
+	Name        string        `json:"name"`
+	Namespace   string        `json:"namespace"`
+	Delivery    *deliverySpec `json:"delivery"`
+	// Knative's per-class configs and its namespace-config switch: refused (unsupported).
+	BrokerClasses                    json.RawMessage `json:"brokerClasses"`
+	DisallowDifferentNamespaceConfig json.RawMessage `json:"disallowDifferentNamespaceConfig"`
+}
+
+// unsupported names the first field of the entry at path Sluice does not honour.
+func (d *brokerDefault) unsupported(path string) error {
+	switch {
+	case d == nil:
+	case len(d.BrokerClasses) > 0:
+		return fmt.Errorf("%s.brokerClasses: supported by Knative, not by Sluice: give each Broker its class's spec.config", path)
+	case len(d.DisallowDifferentNamespaceConfig) > 0:
+		return fmt.Errorf("%s.disallowDifferentNamespaceConfig: supported by Knative, not by Sluice", path)
+	}
+	return nil
+}
+
+// decodeBrokerDefaults decodes config-br-defaults' default-br-config, refusing the
+// fields Sluice does not honour; the error names the ConfigMap and the field.
+func (c *classes) decodeBrokerDefaults() (brokerDefaults, error) {
+	if c.brDefaults == nil {
+		d, err := c.checkBrokerDefaults()
+		c.brDefaults = &decodedYAML{d, err}
+	}
+	return c.brDefaults.v.(brokerDefaults), c.brDefaults.err
+}
+
+// checkBrokerDefaults is decodeBrokerDefaults' work, done once per load.
+func (c *classes) checkBrokerDefaults() (brokerDefaults, error) {
+	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config"
+	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	if err != nil {
+		return d, fmt.Errorf("%s: %v", where, err)
+	}
+	if err := d.ClusterDefault.unsupported(where + ".clusterDefault"); err != nil {
+		return d, err
+	}
+	for _, ns := range sortedKeys(d.NamespaceDefaults) {
+		if err := d.NamespaceDefaults[ns].unsupported(where + ".namespaceDefaults." + ns); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// hasConfig reports whether the entry gives a config or delivery of its own (Knative's
+// inline BrokerConfig), beyond a class.
+func (d *brokerDefault) hasConfig() bool {
+	return d.APIVersion != "" || d.Kind != "" || d.Name != "" || d.Namespace != "" || d.Delivery != nil
 }
 
 type brokerDefaults struct {
@@ -58,6 +127,8 @@ type channelDefaults struct {
 type classes struct {
 	cms     map[string]map[string]string // "ns/name" → data
 	decoded map[string]decodedYAML       // "ns/name\x00key" → the value's YAML, decoded
+
+	brDefaults *decodedYAML // config-br-defaults' default-br-config, decoded and checked once
 }
 
 // decodedYAML is a ConfigMap value's YAML text decoded, or why it could not be.
@@ -93,10 +164,9 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
 		return stockBrokerDefault, nil
 	}
-	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults
-	d, err := decode[brokerDefaults](c, systemNamespace+"/"+cmBrokerDefaults, "default-br-config")
+	d, err := c.decodeBrokerDefaults()
 	if err != nil {
-		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: %v", where, err)
+		return brokerDefault{}, err
 	}
 	bd := d.ClusterDefault
 	if nd, ok := d.NamespaceDefaults[ns]; ok && nd != nil {
@@ -114,13 +184,48 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	if bd.BrokerClass == "" {
 		bd.BrokerClass = classMTChannel // Knative's default class
 	}
-	if len(bd.Delivery) > 0 {
-		return brokerDefault{}, fmt.Errorf("%s: data.default-br-config: delivery: supported by Knative, not by Sluice; set spec.delivery on the Broker", where)
-	}
 	if bd.Namespace == "" {
 		bd.Namespace = ns
 	}
 	return *bd, nil
+}
+
+// defaultDelivery returns the delivery config-br-defaults gives a Broker of namespace ns
+// that has no spec.delivery, and the field it was written at; nil when none. As the
+// class and config do, it comes from the namespace's entry (namespaceDefaults, its
+// brokerClass clusterDefault's when it names none) when that entry is for the Broker's
+// class (its annotation, else the default class) and gives a config or delivery, else
+// from clusterDefault: Knative's webhook looks the entry up by class the same way.
+func (c *classes) defaultDelivery(ns string, b *brokerObj) (*deliverySpec, string, error) {
+	if _, ok := c.cms[systemNamespace+"/"+cmBrokerDefaults]; !ok {
+		return nil, "", nil // Knative's stock config-br-defaults has no delivery
+	}
+	d, err := c.decodeBrokerDefaults()
+	if err != nil {
+		return nil, "", err
+	}
+	where := "ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ": data.default-br-config."
+	clusterClass := classMTChannel
+	if d.ClusterDefault != nil && d.ClusterDefault.BrokerClass != "" {
+		clusterClass = d.ClusterDefault.BrokerClass
+	}
+	class := b.class
+	if nd := d.NamespaceDefaults[ns]; nd != nil {
+		nsClass := nd.BrokerClass
+		if nsClass == "" {
+			nsClass = clusterClass
+		}
+		if class == "" {
+			class = nsClass
+		}
+		if nsClass == class && nd.hasConfig() {
+			return nd.Delivery, where + "namespaceDefaults." + ns + ".delivery", nil
+		}
+	}
+	if cd := d.ClusterDefault; cd != nil && cd.hasConfig() {
+		return cd.Delivery, where + "clusterDefault.delivery", nil
+	}
+	return nil, "", nil
 }
 
 // brokerBackend is what a Broker runs on.
@@ -156,13 +261,34 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 	}
 	out := brokerBackend{class: class}
-	if class != classMTChannel && class != classKafka {
+	if !slices.Contains(brokerClasses(), class) {
 		// The class is the blocker: nothing else of a broker Sluice does not run matters.
 		where := "metadata.annotations." + annotationClass
 		if b.class == "" {
 			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
 		}
-		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka)}
+		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s)%s", where, class, strings.Join(brokerClasses(), ", "), cloudClass(class))}
+	}
+	if class == classNatsJetStream {
+		// eventing-natss reads no spec.config: its settings are its own annotation's, or
+		// its namespace's natsjetstream-broker-config's.
+		out.backend = ChannelJetStream
+		out.settings, errs = c.natsBroker(ns, p.annotations)
+		if b.externalTopic != "" {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s or %s", annotationExternalTopic, classKafka, classKafkaNamespaced))
+		}
+		if b.backend != "" && b.backend != out.backend {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: %q conflicts with the %s backend that broker class %s means",
+				annotationChannel, b.backend, out.backend, class))
+		}
+		return out, errs
+	}
+	if p.annotations[annotationNatsConfig] != "" {
+		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationNatsConfig, classNatsJetStream))
+	}
+	if class == classKafkaNamespaced && b.config != nil && b.config.Namespace != "" && b.config.Namespace != ns {
+		// Knative's webhook refuses it too: the namespace's own data plane reads it.
+		return out, []string{fmt.Sprintf("spec.config.namespace: %q: a %s broker's ConfigMap must be in the Broker's namespace (%s)", b.config.Namespace, classKafkaNamespaced, ns)}
 	}
 	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
 		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}
@@ -226,7 +352,7 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		if tp != nil {
 			out.backend, out.settings = tp.backend, tp.settings
 		}
-	case classKafka:
+	case classKafka, classKafkaNamespaced:
 		out.backend = ChannelKafka
 		for k, v := range data {
 			switch k {
@@ -248,8 +374,8 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 		out.settings = out.settings.with(annotation(annotationExternalTopic), b.externalTopic)
 	}
-	if b.externalTopic != "" && class != classKafka {
-		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))
+	if b.externalTopic != "" && out.backend != ChannelKafka {
+		errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s or %s", annotationExternalTopic, classKafka, classKafkaNamespaced))
 	}
 	if b.backend != "" {
 		switch {
@@ -295,6 +421,16 @@ func (c *classes) channelDefault(ns string) (*tmpl, error) {
 			}
 		}
 		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}, nil
+	case kindNatsJetStream:
+		scratch := &parsed{}
+		var ts natsTemplateSpec
+		path := "data.default-ch-config.spec"
+		scratch.templateSpec(path, cd.Spec, reflect.TypeFor[natsTemplateSpec](), &ts)
+		settings := natsChannelSettings(path, &ts, func(m string) { scratch.fail("%s", m) })
+		if scratch.failed() {
+			return nil, fmt.Errorf("%s: %s", where, strings.Join(scratch.reasons, "; "))
+		}
+		return &tmpl{kind: kindNatsJetStream, backend: ChannelJetStream, settings: settings}, nil
 	}
-	return nil, fmt.Errorf("%s: data.default-ch-config: kind %q is not supported; use %s or %s", where, cd.Kind, kindInMemory, kindKafkaChannel)
+	return nil, fmt.Errorf("%s: data.default-ch-config: kind %q is not supported; use %s, %s or %s", where, cd.Kind, kindInMemory, kindKafkaChannel, kindNatsJetStream)
 }

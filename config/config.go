@@ -1,7 +1,8 @@
 // Package config loads Sluice's configuration: multi-document YAML of Knative Eventing
-// objects (Broker, Trigger, Channel, InMemoryChannel, KafkaChannel, Subscription,
-// Sequence, Parallel, PingSource, and the ConfigMaps they name), unchanged, validated
-// strictly and resolved into the brokers, triggers and sources the server runs.
+// objects (Broker, Trigger, Channel, InMemoryChannel, KafkaChannel,
+// NatsJetStreamChannel, Subscription, Sequence, Parallel, PingSource, and the ConfigMaps
+// they name), unchanged, validated strictly and resolved into the brokers, triggers and
+// sources the server runs.
 // docs/config.md is the user documentation of the format.
 //
 // Each object stands alone, as in Knative: Read reports every object with whether it is
@@ -58,6 +59,12 @@ const (
 const (
 	BackoffLinear      = "linear"
 	BackoffExponential = "exponential"
+)
+
+// Event formats, the values of Delivery.Format (Knative's DeliverySpec format).
+const (
+	FormatBinary = "binary"
+	FormatJSON   = "json"
 )
 
 // DefaultDelivery returns the delivery used for every field that neither a Trigger (or
@@ -137,14 +144,14 @@ func (c *Config) Err() error {
 // triggers fed from it.
 type Broker struct {
 	Namespace, Name string
-	// Kind is the object's kind: "Broker", "Channel", "InMemoryChannel" or
-	// "KafkaChannel".
+	// Kind is the object's kind: "Broker", "Channel", "InMemoryChannel",
+	// "KafkaChannel" or "NatsJetStreamChannel".
 	Kind string
 	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
 	// ChannelKafka or ChannelKinesis.
 	Channel string
-	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker" or
-	// "Kafka"; empty for channels.
+	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker",
+	// "Kafka", "KafkaNamespaced" or "NatsJetStreamBroker"; empty for channels.
 	Class string
 	// Settings are what the backend reads of the object, as written (see Settings);
 	// nil when there is none.
@@ -295,6 +302,9 @@ type Delivery struct {
 	// DeadLetterSinkCACerts and DeadLetterSinkAudience are the sink's CACerts (PEM)
 	// and audience, as for a Trigger's subscriber.
 	DeadLetterSinkCACerts, DeadLetterSinkAudience string
+	// Format is the event format deliveries use: FormatBinary (ce- headers, the
+	// default; "" means it too) or FormatJSON (structured mode: the event as JSON).
+	Format string
 }
 
 // Default returns the configuration used without a config file: one Broker

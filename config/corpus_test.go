@@ -4,6 +4,7 @@ import (
 	"maps"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // The corpus of real Knative manifests (test/testdata/knative; each file names its
@@ -53,6 +54,10 @@ func TestCorpusKafkaBroker(t *testing.T) {
 		// An MTChannelBasedBroker whose ConfigMap's template is a KafkaChannel.
 		{[]string{"kafka-channel-broker"}, "default/kafka-backed-broker", "MTChannelBasedBroker",
 			Settings{"spec.numPartitions": "3", "spec.replicationFactor": "1"}},
+		// The KafkaNamespaced class reads the ConfigMap of its namespace as Kafka does.
+		{[]string{"kafka-namespaced"}, "default/broker-isolated-data-plane", "KafkaNamespaced",
+			Settings{"data.bootstrap.servers": "my-cluster-kafka-bootstrap.kafka:9092",
+				"data.default.topic.partitions": "10", "data.default.topic.replication.factor": "1"}},
 		// config-br-defaults makes a Broker without a class a Kafka broker.
 		{[]string{"kafka-default-class", "meteatamel/broker.yaml"}, "default/default", "Kafka", nil},
 	}
@@ -100,5 +105,36 @@ func TestCorpusParallelLowered(t *testing.T) {
 	br := brokerByKey(t, cfg, "default/odd-even-parallel-kn-parallel-1")
 	if s := br.Triggers[0]; s.Subscriber != "http://odd-transformer.default.svc.cluster.local" || s.Reply != "http://event-display.default.svc.cluster.local" {
 		t.Errorf("branch subscription %+v", s)
+	}
+}
+
+// TestCorpusBrokerDefaultsDelivery: the delivery defaults of Knative's broker
+// configuration docs are the delivery of a Broker without spec.delivery, and so of its
+// triggers.
+func TestCorpusBrokerDefaultsDelivery(t *testing.T) {
+	cfg := readCorpus(t, "br-defaults-delivery", "meteatamel/broker.yaml", "meteatamel/brokertrigger-trigger1.yaml",
+		"stock-config/kafka-channel-configmap.yaml")
+	b := brokerByKey(t, cfg, "default/default")
+	if len(b.Triggers) != 1 {
+		t.Fatalf("broker %+v", b)
+	}
+	want := DefaultDelivery()
+	want.Retry, want.BackoffPolicy, want.BackoffDelay = 10, BackoffExponential, 200*time.Millisecond
+	if d := b.Triggers[0].Delivery; d != want {
+		t.Errorf("delivery %v, want %v", d, want)
+	}
+}
+
+// TestCorpusNatsChannel: eventing-natss's NatsJetStreamChannel examples run on the
+// jetstream channel; the ping demo's Subscription is the channel's trigger.
+func TestCorpusNatsChannel(t *testing.T) {
+	cfg := readCorpus(t, "nats-channel")
+	c := brokerByKey(t, cfg, "default/my-default-channel")
+	if c.Kind != "NatsJetStreamChannel" || c.Channel != ChannelJetStream || len(c.Triggers) != 1 ||
+		c.Triggers[0].Delivery.DeadLetterSink != "http://dead-letter-display.default.svc.cluster.local" {
+		t.Errorf("channel %+v", c)
+	}
+	if p := cfg.PingSources; len(p) != 1 || p[0].Sink != "http://sluice:8080/default/my-default-channel" {
+		t.Errorf("ping sources %+v", p)
 	}
 }

@@ -13,6 +13,7 @@ type partialDelivery struct {
 	delay, timeout, raMax *time.Duration
 	deadLetterSink        *string
 	dls                   *dest // deadLetterSink as written; resolved into deadLetterSink
+	format                *string
 }
 
 // delivery validates a DeliverySpec at path.
@@ -58,9 +59,8 @@ func (o *parsed) delivery(path string, d *deliverySpec) partialDelivery {
 	}
 	if d.Format != nil {
 		switch *d.Format {
-		case "binary":
-		case "json":
-			o.fail("%s.format: \"json\": supported by Knative, not by Sluice: Sluice delivers in binary mode", path)
+		case FormatBinary, FormatJSON:
+			p.format = d.Format
 		default:
 			o.fail("%s.format: %q is not binary or json", path, *d.Format)
 		}
@@ -88,6 +88,9 @@ func (p partialDelivery) over(q partialDelivery) partialDelivery {
 	if p.deadLetterSink == nil {
 		p.deadLetterSink, p.dls = q.deadLetterSink, q.dls
 	}
+	if p.format == nil {
+		p.format = q.format
+	}
 	return p
 }
 
@@ -109,6 +112,9 @@ func (p partialDelivery) resolve() Delivery {
 	if p.raMax != nil {
 		d.RetryAfterMax = *p.raMax
 	}
+	if p.format != nil && *p.format == FormatJSON {
+		d.Format = FormatJSON
+	}
 	if p.deadLetterSink != nil {
 		d.DeadLetterSink = *p.deadLetterSink
 		if p.dls != nil {
@@ -125,5 +131,26 @@ func (d Delivery) String() string {
 	if d.DeadLetterSink != "" {
 		s += " deadLetterSink=" + d.DeadLetterSink
 	}
+	if d.Format == FormatJSON {
+		s += " format=json"
+	}
 	return s
+}
+
+// defaultDelivery validates the delivery of a config-br-defaults entry, written at
+// where, for a Broker without spec.delivery. Knative's webhook copies deadLetterSink,
+// retry, backoffPolicy and backoffDelay of it into the Broker; its other fields would
+// be dropped, so they are refused, naming them.
+func (o *parsed) defaultDelivery(where string, d *deliverySpec) partialDelivery {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"timeout", d.Timeout != nil}, {"retryAfterMax", d.RetryAfterMax != nil}, {"format", d.Format != nil}} {
+		if f.set {
+			o.fail("%s.%s: Knative's defaults do not give a Broker this field (only deadLetterSink, retry, backoffPolicy and backoffDelay); set it in the Broker's spec.delivery", where, f.name)
+		}
+	}
+	c := *d
+	c.Timeout, c.RetryAfterMax, c.Format = nil, nil, nil
+	return o.delivery(where, &c)
 }

@@ -40,6 +40,11 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n, annotations: {sluice.dev/dedup-window: PT5M}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: n, annotations: {sluice.dev/paused: \"true\"}}\nspec: {broker: b, subscriber: {uri: http://x/}}\n"))
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, annotations: {sluice.dev/dedup-window: 1h30m5.5s}}\n"))
 	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n}\n---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t, namespace: n, annotations: {sluice.dev/max-delivery-rate: \"2.5\", sluice.dev/max-in-flight: \"3\"}}\nspec: {broker: b, subscriber: {uri: http://x/}}\n"))
+	// Knative's NATS objects, the other broker classes, config-br-defaults' delivery and
+	// a delivery format.
+	f.Add([]byte("apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: n, annotations: {eventing.knative.dev/broker.class: NatsJetStreamBroker, natsjetstream.eventing.knative.dev/config: '{\"stream\": {\"maxBytes\": 10, \"replicas\": 1}}'}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: natsjetstream-broker-config, namespace: n}\ndata:\n  config: |\n    clusterDefault: {stream: {maxBytes: 5}}\n    namespaceDefaults: {n: {stream: {replicas: 1}}}\n"))
+	f.Add([]byte("apiVersion: messaging.knative.dev/v1alpha1\nkind: NatsJetStreamChannel\nmetadata: {name: c}\nspec: {stream: {config: {maxBytes: 100, storage: File}}, delivery: {format: json}}\n---\napiVersion: messaging.knative.dev/v1\nkind: Subscription\nmetadata: {name: s}\nspec: {channel: {apiVersion: messaging.knative.dev/v1alpha1, kind: NatsJetStreamChannel, name: c}, subscriber: {uri: http://x/}}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: config-br-defaults, namespace: knative-eventing}\ndata:\n  default-br-config: |\n    clusterDefault: {brokerClass: KafkaNamespaced, delivery: {retry: 2, backoffPolicy: linear, deadLetterSink: {uri: http://d/}}}\n---\napiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b}\n"))
 	f.Add([]byte(""))
 	f.Add([]byte(" \n\t\n"))
 	st, err := newSettings(nil)

@@ -220,7 +220,7 @@ items:
 - apiVersion: eventing.knative.dev/v1
   kind: Trigger
   metadata: {name: fields, namespace: shop}
-  spec: {broker: b, brokerRef: {name: b}, subscriber: {uri: "http://a/", audience: ""}, delivery: {format: json}}
+  spec: {broker: b, brokerRef: {name: b}, subscriber: {uri: "http://a/", audience: ""}, delivery: {format: JSON}}
 `)
 	want := map[string]string{
 		"Broker shop/b":          "",
@@ -248,7 +248,7 @@ items:
 		}
 	}
 	f := status(t, cfg, "Trigger shop/fields")
-	for _, w := range []string{"spec.subscriber.audience: empty", `spec.delivery.format: "json": supported by Knative, not by Sluice`} {
+	for _, w := range []string{"spec.subscriber.audience: empty", `spec.delivery.format: "JSON" is not binary or json`} {
 		if !strings.Contains(f.Reason, w) {
 			t.Errorf("reason %q lacks %q", f.Reason, w)
 		}
@@ -565,7 +565,7 @@ metadata: {name: on-foreign, namespace: shop}
 spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}, subscriber: {uri: "http://a/"}}
 `)
 	for _, tt := range []struct{ key, reason string }{
-		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka)`},
+		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "RabbitMQBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker)`},
 		{"Broker shop/cm-kind", `spec.config: eventing.knative.dev/v1alpha1 "RabbitmqBrokerConfig" is not supported; a MTChannelBasedBroker broker reads a v1 ConfigMap`},
 		{"PingSource shop/json", "spec.jsonData: removed from Knative (not a field of this apiVersion): a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"},
 		{"PingSource shop/to-natss", "spec.sink.ref: NatssChannel shop/natss (messaging.knative.dev/v1alpha1, x.yaml document 4): Sluice does not run Knative's NatssChannel (messaging.knative.dev/v1alpha1); it is skipped; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},

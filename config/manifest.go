@@ -37,6 +37,7 @@ const (
 	apiEventing      = groupEventing + "/v1"
 	apiMessaging     = groupMessaging + "/v1"
 	apiMessagingBeta = groupMessaging + "/v1beta1"
+	apiMessagingNats = groupMessaging + "/v1alpha1"
 )
 
 // Annotations Sluice reads.
@@ -74,12 +75,14 @@ var kinds = map[string]kindInfo{
 	kindChannel:      {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[channelSpec]()},
 	kindInMemory:     {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[inMemoryChannelSpec]()},
 	kindKafkaChannel: {groupMessaging, "v1beta1", nil, reflect.TypeFor[kafkaChannelSpec]()},
-	kindSubscription: {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
-	kindSequence:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[sequenceSpec]()},
-	kindParallel:     {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[parallelSpec]()},
-	kindPingSource:   {groupSources, "v1", []string{"v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
-	kindEventPolicy:  {groupEventing, "v1alpha1", nil, reflect.TypeFor[eventPolicySpec]()},
-	kindConfigMap:    {"", "v1", nil, nil},
+	// eventing-natss's channel (messaging.knative.dev/v1alpha1), run on the jetstream channel.
+	kindNatsJetStream: {groupMessaging, "v1alpha1", nil, reflect.TypeFor[natsJetStreamChannelSpec]()},
+	kindSubscription:  {groupMessaging, "v1", []string{"v1beta1"}, reflect.TypeFor[subscriptionSpec]()},
+	kindSequence:      {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[sequenceSpec]()},
+	kindParallel:      {groupFlows, "v1", []string{"v1beta1"}, reflect.TypeFor[parallelSpec]()},
+	kindPingSource:    {groupSources, "v1", []string{"v1beta2"}, reflect.TypeFor[pingSourceSpec]()},
+	kindEventPolicy:   {groupEventing, "v1alpha1", nil, reflect.TypeFor[eventPolicySpec]()},
+	kindConfigMap:     {"", "v1", nil, nil},
 }
 
 // differingVersion says what differs between an older version of a kind Sluice runs,

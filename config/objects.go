@@ -100,6 +100,7 @@ type brokerObj struct {
 	config             *kref  // spec.config
 	externalTopic      string
 	delivery           partialDelivery
+	hasDelivery        bool // spec.delivery is set: config-br-defaults' delivery does not apply
 }
 
 type channelObj struct {
@@ -254,7 +255,7 @@ func (p *parsed) spec(obj object, spec any) {
 				p.fail("spec.config.name: required")
 			}
 		}
-		b.delivery = p.delivery("spec.delivery", s.Delivery)
+		b.delivery, b.hasDelivery = p.delivery("spec.delivery", s.Delivery), s.Delivery != nil
 		p.broker = b
 	case *channelSpec:
 		addressable = true
@@ -276,6 +277,13 @@ func (p *parsed) spec(obj object, spec any) {
 		c := &channelObj{backend: p.impliedBackend(backend, ChannelKafka), headerEnc: enc,
 			settings: topicSettings(s.NumPartitions, s.ReplicationFactor)}
 		p.topic("spec", kafkaTopicSpec{s.NumPartitions, s.ReplicationFactor, s.RetentionDuration})
+		c.delivery = p.delivery("spec.delivery", s.Delivery)
+		p.channel = c
+	case *natsJetStreamChannelSpec:
+		addressable = true
+		p.subscribers(s.Subscribers)
+		c := &channelObj{backend: p.impliedBackend(backend, ChannelJetStream), headerEnc: enc,
+			settings: natsChannelSettings("spec", &s.natsTemplateSpec, func(m string) { p.fail("%s", m) })}
 		c.delivery = p.delivery("spec.delivery", s.Delivery)
 		p.channel = c
 	case *triggerSpec:
@@ -443,9 +451,14 @@ func (p *parsed) template(path string, t *channelTemplate) *tmpl {
 		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[kafkaTopicSpec](), &ks)
 		p.topic(path+".spec", ks)
 		return &tmpl{kind: kindKafkaChannel, backend: ChannelKafka, settings: topicSettings(ks.NumPartitions, ks.ReplicationFactor)}
+	case t.Kind == kindNatsJetStream && group == groupMessaging && version == "v1alpha1":
+		var ts natsTemplateSpec
+		p.templateSpec(path+".spec", t.Spec, reflect.TypeFor[natsTemplateSpec](), &ts)
+		return &tmpl{kind: kindNatsJetStream, backend: ChannelJetStream,
+			settings: natsChannelSettings(path+".spec", &ts, func(m string) { p.fail("%s", m) })}
 	}
-	p.fail("%s: %s %q is not supported; use %s %s or %s %s",
-		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel)
+	p.fail("%s: %s %q is not supported; use %s %s, %s %s or %s %s",
+		path, t.APIVersion, t.Kind, apiMessaging, kindInMemory, apiMessagingBeta, kindKafkaChannel, apiMessagingNats, kindNatsJetStream)
 	return nil
 }
 

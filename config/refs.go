@@ -69,12 +69,13 @@ func parseRefs(path string, b []byte) ([]RefEntry, error) {
 // addressable kinds: a ref to one of these in the configuration resolves to its Sluice
 // address.
 var addressable = map[string]string{
-	kindBroker:       groupEventing,
-	kindChannel:      groupMessaging,
-	kindInMemory:     groupMessaging,
-	kindKafkaChannel: groupMessaging,
-	kindSequence:     groupFlows,
-	kindParallel:     groupFlows,
+	kindBroker:        groupEventing,
+	kindChannel:       groupMessaging,
+	kindInMemory:      groupMessaging,
+	kindKafkaChannel:  groupMessaging,
+	kindNatsJetStream: groupMessaging,
+	kindSequence:      groupFlows,
+	kindParallel:      groupFlows,
 }
 
 // serviceKind reports whether a ref names a kind whose address is its cluster Service,

@@ -85,10 +85,20 @@ func (l *loader) resolve(cfg *Config) {
 			for _, e := range errs {
 				p.fail("%s", e)
 			}
+			delivery := p.broker.delivery
+			if !p.broker.hasDelivery && len(errs) == 0 { // a broker that does not run needs no delivery
+				ds, where, err := c.defaultDelivery(ns, p.broker)
+				switch {
+				case err != nil:
+					p.fail("%v", err)
+				case ds != nil:
+					delivery = p.defaultDelivery(where, ds)
+				}
+			}
 			if p.failed() {
 				continue
 			}
-			n := &node{owner: p, delivery: p.broker.delivery, Broker: Broker{
+			n := &node{owner: p, delivery: delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Settings:       bb.settings.merge(p.own),
 				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
@@ -286,7 +296,7 @@ func (l *loader) resolve(cfg *Config) {
 			group, _ := splitAPIVersion(s.channel.APIVersion)
 			switch {
 			case addressable[s.channel.Kind] != groupMessaging || group != groupMessaging:
-				p.fail("spec.channel: %s %q is not a channel kind (%s Channel, InMemoryChannel, KafkaChannel)", s.channel.APIVersion, s.channel.Kind, groupMessaging)
+				p.fail("spec.channel: %s %q is not a channel kind (%s Channel, InMemoryChannel, KafkaChannel, NatsJetStreamChannel)", s.channel.APIVersion, s.channel.Kind, groupMessaging)
 			case n.Kind == kindBroker:
 				p.fail("spec.channel: %s/%s is a Broker, not a channel; use a Trigger", ns, s.channel.Name)
 			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):

@@ -19,7 +19,8 @@ type DeadLetter struct {
 	Type    string    `json:"type"`
 	Source  string    `json:"source"`
 	// Outcome is dead_lettered (the sink accepted it, or it was stored for the sink on a
-	// durable channel), no_sink or sink_failed (undeliverable, logged).
+	// durable channel), stored (kept in the dead-letter store: no sink), no_sink or
+	// sink_failed (undeliverable, logged).
 	Outcome string `json:"outcome"`
 	// Dest, Code and Reason are the knativeerrordest, knativeerrorcode and the start of
 	// the decoded knativeerrordata of the failure.

@@ -48,6 +48,7 @@ type Dispatcher struct {
 	maxPending   int
 	tracer       trace.Tracer   // nil: tracing off
 	dlHook       DeadLetterHook // nil: none
+	dlq          DLQStorer      // nil: none (dlq.go)
 
 	target atomic.Pointer[resolved]
 	tm     atomic.Pointer[triggerMetrics]
@@ -76,6 +77,9 @@ type Dispatcher struct {
 	waiting    map[*job]struct{} // jobs waiting on a retry timer
 	pause      pauseState        // Pause and Resume (pause.go)
 	running    bool              // Run was called
+	inj        []*injection      // messages handed over by Redeliver, oldest first
+	injN       atomic.Int32      // len(inj), read without the lock on the receive path
+	injClosed  bool              // the receive loop ended: Redeliver refuses
 	stopping   bool              // hard stop or end of Run: no more workers
 	nWorkers   int               // workers running
 	maxWorkers int               // bound on workers: the in-flight limit
@@ -265,6 +269,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // consumer closes. It receives with a child of ctx that Pause ends (pause.go); while
 // paused it waits for Resume.
 func (d *Dispatcher) receive(ctx context.Context) {
+	defer d.closeInjections()
 	defer d.leaveReceive()
 	var rctx context.Context // nil or ended: ask receiveContext for one
 	for {
@@ -285,7 +290,10 @@ func (d *Dispatcher) receive(ctx context.Context) {
 		if err := d.held.acquire(rctx); err != nil {
 			continue // ended or paused: the top of the loop tells which
 		}
-		msg, err := d.c.Receive(rctx)
+		msg, err := d.takeInjected(), error(nil) // Redeliver's first (dlq.go)
+		if msg == nil {
+			msg, err = d.c.Receive(rctx)
+		}
 		if err != nil {
 			d.held.release()
 			if errors.Is(err, channel.ErrClosed) || ctx.Err() != nil {

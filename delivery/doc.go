@@ -6,7 +6,10 @@
 //
 // Each attempt is a binary-mode HTTP POST: every attribute and extension as a ce- header
 // (event.EachHeader, with the target's HeaderEncoding), the body the event's data
-// unchanged, plus "Prefer: reply". The knativebrokerttl extension is stripped. Each
+// unchanged, plus "Prefer: reply". The knativebrokerttl extension is stripped. A
+// Target with Structured (Knative's DeliverySpec format: json) sends the event in the
+// JSON event format as the body instead (Content-Type application/cloudevents+json, no
+// ce- headers), to its subscriber, reply URL and dead-letter sink alike. Each
 // attempt is bounded by Policy.Timeout. To an http:// subscriber the headers are written
 // straight into the request's bytes; other transports get them on a header map
 // (BenchmarkAttemptRequest compares the two).

@@ -24,6 +24,7 @@ const (
 	phaseDeliver    phase = iota // POST the event to the subscriber
 	phaseReply                   // POST the subscriber's reply to the target's ReplyURL
 	phaseDeadLetter              // POST the failed event to the dead-letter sink
+	phaseStore                   // keep the failed event in the dead-letter store (dlq.go)
 )
 
 // job is one message on its way through the phases, from receipt to settlement.
@@ -36,6 +37,7 @@ type job struct {
 	ordered  bool
 	phase    phase
 	attempt  int // attempts made in the current phase
+	tries    int // phaseStore: attempts made to the subscriber
 	received time.Time
 	timer    *time.Timer
 	span     trace.Span // the open attempt's span; nil with tracing off
@@ -71,6 +73,8 @@ func (d *Dispatcher) process(j *job) {
 		d.deliver(ctx, t, j)
 	case phaseReply:
 		d.postReply(ctx, t, j)
+	case phaseStore:
+		d.storeDead(ctx, t, j)
 	default:
 		d.deadLetter(ctx, t, j)
 	}
@@ -97,7 +101,7 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.clientFor(t.subClient), t.url, j.ev, t.Policy.timeout(), true, d.maxReply, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	tm.inflight.Dec()
 	d.lim.release()
@@ -152,7 +156,7 @@ func (d *Dispatcher) postReply(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, "", u); err != nil { // a reply URL names no audience
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.client, u, j.reply, t.Policy.timeout(), false, 0, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	if ctx.Err() != nil {
 		d.release(j)
@@ -193,6 +197,10 @@ func (d *Dispatcher) ingestReply(ctx context.Context, t *resolved, j *job) {
 // deadLetter makes one attempt to the dead-letter sink.
 func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 	tm := d.tm.Load()
+	if t.dls == nil && d.dlq != nil { // removed by Update while waiting: kept instead
+		d.toStore(ctx, t, j)
+		return
+	}
 	if t.dls == nil { // removed by Update while waiting
 		d.undeliverable(j, j.dls, tm, "no dead-letter sink", false)
 		return
@@ -229,7 +237,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, t *resolved, j *job) {
 	if authz, err := d.bearer(ctx, t.DeadLetterAudience, t.dls); err != nil {
 		o = outcome{err: err, errData: []byte(err.Error())}
 	} else {
-		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, th, authz)
+		o = send(ctx, d.clientFor(t.dlsClient), t.dls, j.dls, t.Policy.timeout(), false, 0, t.HeaderEncoding, t.Structured, th, authz)
 	}
 	if ctx.Err() != nil {
 		d.release(j)
@@ -270,11 +278,20 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 		d.undeliverable(j, j.dls, tm, "dead-letter sink failed", true, "status", o.status, "err", o.err)
 		return
 	}
+	if j.phase == phaseStore {
+		d.undeliverable(j, j.dls, tm, "the dead-letter store failed", false, "err", o.err)
+		return
+	}
 	code := o.status
 	if code == 0 || (o.ok() && o.err != nil) {
 		code = http.StatusInternalServerError // as Knative: network error, timeout, reply failure
 	}
 	dl := deadLetterEvent(ev, redact.Of(dest), code, o.errData) // shown to the sink: no credentials
+	if t.dls == nil && d.dlq != nil {
+		j.dls = dl
+		d.toStore(ctx, t, j)
+		return
+	}
 	if t.dls == nil {
 		d.undeliverable(j, dl, tm, "delivery failed and there is no dead-letter sink", false,
 			"dest", redact.Of(dest), "status", o.status, "err", o.err)

@@ -66,23 +66,32 @@ type attemptHead struct {
 	e             *event.Event
 	enc           event.HeaderEncoding
 	toSubscriber  bool             // strip knativebrokerttl, send "Prefer: reply"
+	structured    bool             // the event is the body (JSON): no ce- headers
 	th            *tracing.Headers // the attempt's trace context, replacing the event's; nil: none
 	authorization string           // the destination's audience: never logged
 }
 
 // each calls fn with each of the attempt's headers, each name once.
 func (a *attemptHead) each(fn func(name, value string)) {
-	event.EachHeader(a.e, a.enc, func(k, v string) {
-		if (a.toSubscriber && k == hdrTTL) || (a.th != nil && tracing.Replaces(k)) {
-			return
-		}
-		fn(k, v)
-	})
+	if a.structured {
+		fn("Content-Type", event.MediaTypeStructured)
+	} else {
+		event.EachHeader(a.e, a.enc, func(k, v string) {
+			if (a.toSubscriber && k == hdrTTL) || (a.th != nil && tracing.Replaces(k)) {
+				return
+			}
+			fn(k, v)
+		})
+	}
 	if a.toSubscriber {
 		fn("Prefer", "reply")
 	}
 	if a.th != nil {
-		a.th.Each(fn)
+		a.th.Each(func(k, v string) {
+			if !a.structured || !tracing.Replaces(k) { // structured: the JSON carries them
+				fn(k, v)
+			}
+		})
 	}
 	if a.authorization != "" {
 		fn("Authorization", a.authorization)
@@ -99,7 +108,9 @@ func (a *attemptHead) writeTo(h http.Header) {
 	})
 }
 
-// send POSTs e in binary mode to u with one attempt bounded by timeout. To a subscriber
+// send POSTs e to u with one attempt bounded by timeout: in binary mode, or with
+// structured in structured mode (the event as JSON is the body, Content-Type
+// application/cloudevents+json; a DeliverySpec's format: json). To a subscriber
 // (toSubscriber) the knativebrokerttl extension is stripped, as Knative does, "Prefer:
 // reply" is sent and a 2xx response is read for a reply event (at most maxReply bytes).
 // A reply posted to a reply URL keeps its knativebrokerttl, so that the loop guard works
@@ -107,15 +118,19 @@ func (a *attemptHead) writeTo(h http.Header) {
 //
 // th, when tracing is on, is the attempt's trace context: it replaces the event's own.
 func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeout time.Duration,
-	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, th *tracing.Headers, authorization string) (o outcome) {
+	toSubscriber bool, maxReply int64, enc event.HeaderEncoding, structured bool, th *tracing.Headers, authorization string) (o outcome) {
 	r := requestPool.Get().(*request)
-	head := attemptHead{e: e, enc: enc, toSubscriber: toSubscriber, th: th, authorization: authorization}
+	head := attemptHead{e: e, enc: enc, toSubscriber: toSubscriber, structured: structured, th: th, authorization: authorization}
 	r.tmpl.URL = u
 	r.tmpl.Host = u.Host
-	if len(e.Data) > 0 {
-		r.body.Reset(e.Data)
+	body := e.Data
+	if structured {
+		body = structuredBody(e, toSubscriber, th)
+	}
+	if len(body) > 0 {
+		r.body.Reset(body)
 		r.tmpl.Body = &r.body
-		r.tmpl.ContentLength = int64(len(e.Data))
+		r.tmpl.ContentLength = int64(len(body))
 	} else {
 		r.tmpl.Body = http.NoBody
 		r.tmpl.ContentLength = 0
@@ -171,6 +186,27 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 	r.tmpl.URL = nil
 	requestPool.Put(r)
 	return o
+}
+
+// structuredBody is e in the JSON event format, as binary mode would send it: without
+// its knativebrokerttl when toSubscriber, with th's trace context (when not nil) for
+// its own.
+func structuredBody(e *event.Event, toSubscriber bool, th *tracing.Headers) []byte {
+	_, ttl := e.Get(ExtTTL)
+	if (ttl && toSubscriber) || th != nil {
+		e = e.Clone()
+		if toSubscriber {
+			e.Delete(ExtTTL)
+		}
+		if th != nil {
+			e.Set(tracing.ExtTraceParent, th.TraceParent)
+			e.Delete(tracing.ExtTraceState)
+			if th.TraceState != "" {
+				e.Set(tracing.ExtTraceState, th.TraceState)
+			}
+		}
+	}
+	return event.AppendJSON(make([]byte, 0, e.Size()+64), e)
 }
 
 // roundTrip sends req (whose context is not set) until ctx ends or dl passes, with

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -41,9 +42,11 @@ func TestAttemptHeaders(t *testing.T) {
 		e            *event.Event
 		enc          event.HeaderEncoding
 		toSubscriber bool
+		structured   bool
 		th           *tracing.Headers
 		authz        string
 		want         http.Header
+		wantBody     string // "": the event's data
 	}{
 		{name: "to a subscriber: ttl stripped, Prefer sent",
 			e: ev(event.Extension{Name: "knativebrokerttl", Value: "255"}, event.Extension{Name: "region", Value: "eu"}), toSubscriber: true,
@@ -71,19 +74,39 @@ func TestAttemptHeaders(t *testing.T) {
 			want: with("Ce-Note", "%20a%01\"é%2541")},
 		{name: "percent encoding", e: ev(event.Extension{Name: "note", Value: "a b\"é"}), enc: event.HeaderPercent,
 			want: with("Ce-Note", "a%20b%22%C3%A9")},
+		{name: "structured to a subscriber: the event as JSON, ttl stripped, Prefer sent",
+			e: ev(event.Extension{Name: "knativebrokerttl", Value: "255"}, event.Extension{Name: "region", Value: "eu"}), toSubscriber: true, structured: true,
+			want:     http.Header{"Content-Type": {event.MediaTypeStructured}, "Prefer": {"reply"}},
+			wantBody: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"text/plain","region":"eu","data_base64":"Ym9keQ=="}`},
+		{name: "structured reply posted on: ttl kept",
+			e: ev(event.Extension{Name: "knativebrokerttl", Value: "255"}), structured: true,
+			want:     http.Header{"Content-Type": {event.MediaTypeStructured}},
+			wantBody: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"text/plain","knativebrokerttl":"255","data_base64":"Ym9keQ=="}`},
+		{name: "structured with a trace context and authorization: the attempt's trace context in the JSON",
+			e: ev(event.Extension{Name: "traceparent", Value: "00-old"}, event.Extension{Name: "tracestate", Value: "old=1"}), structured: true,
+			th: &tracing.Headers{TraceParent: tp}, authz: "Bearer abc",
+			want:     http.Header{"Content-Type": {event.MediaTypeStructured}, "Traceparent": {tp}, "Authorization": {"Bearer abc"}},
+			wantBody: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"text/plain","traceparent":"` + tp + `","data_base64":"Ym9keQ=="}`},
+		{name: "structured JSON data stays JSON", structured: true,
+			e:        &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t", DataContentType: "application/json", Data: []byte(`{"a":1}`)},
+			want:     http.Header{"Content-Type": {event.MediaTypeStructured}},
+			wantBody: `{"specversion":"1.0","id":"1","source":"/s","type":"t","datacontenttype":"application/json","data":{"a":1}}`},
 		{name: "no datacontenttype, no Content-Type", e: func() *event.Event { e := ev(); e.DataContentType = ""; return e }(),
 			want: with("Content-Type", "-")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var got []http.Header
+			var bodies []string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
 				h := r.Header.Clone()
 				for _, k := range []string{"User-Agent", "Accept-Encoding", "Content-Length"} {
 					delete(h, k) // the transport's own
 				}
 				mu.Lock()
 				got = append(got, h)
+				bodies = append(bodies, string(b))
 				mu.Unlock()
 				w.WriteHeader(http.StatusAccepted)
 			}))
@@ -95,7 +118,7 @@ func TestAttemptHeaders(t *testing.T) {
 			}
 			viaMap := &http.Client{Transport: &http.Transport{}}
 			for _, c := range []*http.Client{direct, viaMap} {
-				if o := send(context.Background(), c, u, tt.e, 5*time.Second, tt.toSubscriber, 0, tt.enc, tt.th, tt.authz); o.status != http.StatusAccepted {
+				if o := send(context.Background(), c, u, tt.e, 5*time.Second, tt.toSubscriber, 0, tt.enc, tt.structured, tt.th, tt.authz); o.status != http.StatusAccepted {
 					t.Fatalf("status %d, err %v", o.status, o.err)
 				}
 			}
@@ -107,6 +130,13 @@ func TestAttemptHeaders(t *testing.T) {
 			for i, way := range []string{"written directly", "through a header map"} {
 				if !reflect.DeepEqual(got[i], tt.want) {
 					t.Errorf("%s: headers\n%v\nwant\n%v", way, got[i], tt.want)
+				}
+				want := tt.wantBody
+				if want == "" {
+					want = string(tt.e.Data)
+				}
+				if bodies[i] != want {
+					t.Errorf("%s: body\n%s\nwant\n%s", way, bodies[i], want)
 				}
 			}
 		})

@@ -34,6 +34,11 @@ type Target struct {
 	// zero value) or event.HeaderPercent (strict percent-encoding, for subscribers that
 	// decode).
 	HeaderEncoding event.HeaderEncoding
+	// Structured sends the target's events in structured mode: each POST (to the
+	// subscriber, the reply URL and the dead-letter sink) carries the event in the JSON
+	// event format, Content-Type application/cloudevents+json, instead of ce- headers
+	// (a Knative DeliverySpec's format: json). Batches are JSON either way.
+	Structured bool
 	// CACerts, when set, are the PEM CA certificates an https subscriber is verified
 	// against instead of the system's (a Knative Destination's CACerts).
 	CACerts string

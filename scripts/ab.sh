@@ -8,7 +8,8 @@
 #   A='SLUICE=/tmp/old/sluice' B='SLUICE=bin/sluice' scripts/ab.sh 8 5000 8
 #
 # Arguments: pairs (at least 6), events/s, seconds per run. A and B are space-separated
-# VAR=value assignments given to cpu-per-event.sh (SLUICE, SERVEFLAGS, TRIGGERS, BATCH);
+# VAR=value assignments given to cpu-per-event.sh (SLUICE, SERVEFLAGS, TRIGGERS, BATCH,
+# BROKER_ANN, TRIGGER_ANN);
 # any other variable in the environment (GOGC, GODEBUG) reaches both sides alike.
 set -euo pipefail
 pairs=${1:?pairs}; rate=${2:?events/s}; secs=${3:-8}

@@ -11,6 +11,8 @@
 #   TRIGGERS=10 scripts/cpu-per-event.sh sluice 2000 8              # 10 matching triggers
 #   BATCH=10 scripts/cpu-per-event.sh sluice 8000 8                 # batched delivery, up to 10 per POST (5 ms wait)
 #   SERVEFLAGS=--lean-http1=false scripts/cpu-per-event.sh sluice 5000 8   # extra flags for sluice serve
+#   BROKER_ANN=sluice.dev/dedup-window=5m scripts/cpu-per-event.sh sluice 5000 8     # broker annotations K=V,K=V
+#   TRIGGER_ANN=sluice.dev/max-in-flight=1000 scripts/cpu-per-event.sh sluice 5000 8 # trigger annotations
 #
 # The receiver's end-to-end latency line (warm-up included) is printed last.
 set -euo pipefail
@@ -25,15 +27,25 @@ trap cleanup EXIT
 rport=19391; pport=19392
 taskset -c 0 "$bin" receive --addr 127.0.0.1:$rport --quiet-periods 0 >"$dir/receive.log" 2>&1 &
 pids+=($!)
+# annotations K=V,K=V: the YAML ", annotations: {K: "V", ...}" of a metadata map, or nothing
+annotations() {
+	[ -n "$1" ] || return 0
+	local out="" kv
+	IFS=, read -ra kvs <<<"$1"
+	for kv in "${kvs[@]}"; do out+="${out:+, }${kv%%=*}: \"${kv#*=}\""; done
+	printf ', annotations: {%s}' "$out"
+}
 case $what in
 sluice)
 	{
-		printf 'apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: bench}\n'
+		printf 'apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: b, namespace: bench%s}\n' "$(annotations "${BROKER_ANN:-}")"
 		for i in $(seq 1 "${TRIGGERS:-1}"); do
 			printf -- '---\napiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: t%d, namespace: bench' "$i"
+			ann=${TRIGGER_ANN:-}
 			if [ -n "${BATCH:-}" ]; then
-				printf ', annotations: {sluice.dev/delivery-batch: "%d", sluice.dev/delivery-batch-wait: PT0.005S}' "$BATCH"
+				ann=${ann:+$ann,}sluice.dev/delivery-batch=$BATCH,sluice.dev/delivery-batch-wait=PT0.005S
 			fi
+			printf '%s' "$(annotations "$ann")"
 			printf '}\n'
 			printf 'spec:\n  broker: b\n  filter: {attributes: {type: io.triggermesh.perf.drill}}\n  subscriber: {uri: "http://127.0.0.1:%d/"}\n' $rport
 		done

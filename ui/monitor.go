@@ -180,6 +180,7 @@ type brokerCum struct{ accepted, rejected float64 }
 type triggerCum struct {
 	broker                                  string
 	delivered, failed, retries, dead, undel float64
+	dlqStored                               float64
 	depth, inflight, limit                  float64
 	bounds, counts                          []float64 // latency histogram: upper bounds, cumulative counts
 	count                                   float64   // observations (+Inf bucket)
@@ -256,6 +257,8 @@ func (m *Monitor) read(s *sample, mf *dto.MetricFamily) {
 			m.trigger(s, label(mt, "trigger")).dead = mt.GetCounter().GetValue()
 		case "sluice_delivery_undeliverable_total":
 			m.trigger(s, label(mt, "trigger")).undel += mt.GetCounter().GetValue()
+		case "sluice_dlq_stored_total":
+			m.trigger(s, label(mt, "trigger")).dlqStored = mt.GetCounter().GetValue()
 		case "sluice_delivery_inflight":
 			m.trigger(s, label(mt, "trigger")).inflight = mt.GetGauge().GetValue()
 		case "sluice_delivery_inflight_limit":
@@ -352,7 +355,7 @@ func (m *Monitor) build(cur *sample) *Snapshot {
 		}
 		t.Broker = c.broker
 		t.DeliveredTotal, t.FailedTotal, t.RetriesTotal = c.delivered, c.failed, c.retries
-		t.DeadLetteredTotal, t.UndeliverableTotal = c.dead, c.undel
+		t.DeadLetteredTotal, t.UndeliverableTotal, t.DLQStoredTotal = c.dead, c.undel, c.dlqStored
 		t.DeliveryRate = rate(c.delivered, o.delivered, cur.at.Sub(old.at))
 		t.FailureRate = rate(c.failed, o.failed, cur.at.Sub(old.at))
 		t.QueueDepth, t.InFlight, t.InFlightLimit = c.depth, c.inflight, c.limit

@@ -53,6 +53,9 @@ type Trigger struct {
 	RetriesTotal       float64 `json:"retries_total"`
 	DeadLetteredTotal  float64 `json:"dead_lettered_total"`
 	UndeliverableTotal float64 `json:"undeliverable_total"`
+	// DLQStoredTotal is sluice_dlq_stored_total: events kept in its dead-letter store
+	// (no deadLetterSink). The page lists the store itself (GET /triggers/NS/NAME/dlq).
+	DLQStoredTotal float64 `json:"dlq_stored_total"`
 	// DeliveryRate and FailureRate are per second over the last RateSeconds.
 	DeliveryRate float64 `json:"delivery_rate"`
 	FailureRate  float64 `json:"failure_rate"`

@@ -37,10 +37,21 @@ type consumer struct {
 	dirty   bool
 	shards  map[string]*shard // readers started, by shard id
 	unacked int
+
+	// With a lease table (ch.leases): used by the follow goroutine, then by Close.
+	group   string                // the subscription's leases
+	seed    checkpoint            // a checkpoint file's, for leases created here
+	held    map[string]time.Time  // leases owned, by shard: when last renewed
+	written map[string]shardCheck // the checkpoint last written to each lease held
+	obs     observer
 }
 
 // shard is the read state of one shard. Guarded by consumer.mu.
 type shard struct {
+	ctx    context.Context // ends when the consumer closes or the shard's lease is lost
+	cancel context.CancelFunc
+	lost   bool // its lease was lost: what it settles moves no checkpoint
+	// The read state:
 	id      string
 	pend    []*pending          // records read and not yet in the settled prefix, in order
 	skip    map[string]struct{} // from the checkpoint: settled already, not to hand out again
@@ -59,14 +70,24 @@ type pending struct {
 var _ channel.Consumer = (*consumer)(nil)
 
 func newConsumer(c *Channel, name string) (*consumer, error) {
-	path := checkpointPath(c.cfg.checkpointDir, c.stream, name)
-	cp, err := loadCheckpoint(path, name)
-	if err != nil {
-		return nil, err
+	var path string
+	var cp checkpoint
+	if c.cfg.checkpointDir != "" {
+		path = checkpointPath(c.cfg.checkpointDir, c.stream, name)
+		var err error
+		if cp, err = loadCheckpoint(path, name); err != nil {
+			return nil, err
+		}
 	}
 	k := &consumer{ch: c, name: name, path: path, cp: cp,
 		ready: make(chan *message, maxUnacked), slots: make(chan struct{}, maxUnacked),
 		closed: make(chan struct{}), shards: make(map[string]*shard)}
+	if c.leases != nil {
+		// The checkpoint file, if any, only seeds leases: the table holds the truth.
+		k.seed, k.cp = cp, checkpoint{Subscription: name, Shards: map[string]shardCheck{}}
+		k.group = leaseGroup(c.stream, name)
+		k.held, k.written = map[string]time.Time{}, map[string]shardCheck{}
+	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.wg.Add(1)
 	go k.follow()
@@ -88,17 +109,24 @@ func (k *consumer) Len() int {
 	return k.unacked
 }
 
-// Close stops reading and writes the checkpoint. Messages not settled are delivered
-// again to the next consumer of the subscription.
+// Close stops reading and writes the checkpoint (with a lease table: into each lease
+// held, releasing it). Messages not settled are delivered again to the next consumer of
+// the subscription.
 func (k *consumer) Close() error {
 	var err error
 	k.once.Do(func() {
 		close(k.closed)
 		k.cancel()
 		k.wg.Wait()
-		k.mu.Lock()
-		err = k.cp.save(k.path)
-		k.mu.Unlock()
+		if k.ch.leases != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = k.writeLeases(ctx, true)
+			cancel()
+		} else {
+			k.mu.Lock()
+			err = k.cp.save(k.path)
+			k.mu.Unlock()
+		}
 		k.ch.forget(k)
 	})
 	return err
@@ -108,13 +136,19 @@ func (k *consumer) Close() error {
 // until the consumer closes.
 func (k *consumer) follow() {
 	defer k.wg.Done()
+	if k.ch.leases != nil {
+		k.followLeases()
+		return
+	}
 	save := time.NewTicker(k.ch.cfg.checkpointInterval)
 	defer save.Stop()
 	var lastList time.Time
 	for {
 		if time.Since(lastList) >= shardRefresh || k.wantsList() {
-			if err := k.startShards(); err != nil {
+			if all, err := k.listShards(k.ctx); err != nil {
 				k.ch.log.Warn("shards", "kinesis: cannot list shards; retrying", "stream", k.ch.stream, "err", err)
+			} else {
+				k.startShards(all)
 			}
 			lastList = time.Now()
 		}
@@ -148,22 +182,27 @@ func (k *consumer) wantsList() bool {
 	return false
 }
 
-// startShards lists the stream's shards and starts a reader for each that is not read
-// yet and whose parents are finished (or gone from the stream: trimmed by retention).
-func (k *consumer) startShards() error {
+// listShards returns the stream's shards.
+func (k *consumer) listShards(ctx context.Context) ([]types.Shard, error) {
 	var all []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: aws.String(k.ch.stream)}
 	for {
-		out, err := k.ch.api.ListShards(k.ctx, in)
+		out, err := k.ch.api.ListShards(ctx, in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		all = append(all, out.Shards...)
 		if out.NextToken == nil {
-			break
+			return all, nil
 		}
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
+}
+
+// startShards starts a reader for each shard of all that is not read yet, whose parents
+// are finished (or gone from the stream: trimmed by retention) and, with a lease table,
+// whose lease this replica holds.
+func (k *consumer) startShards(all []types.Shard) {
 	listed := make(map[string]bool, len(all))
 	for _, s := range all {
 		listed[aws.ToString(s.ShardId)] = true
@@ -185,10 +224,14 @@ func (k *consumer) startShards() error {
 		if _, started := k.shards[id]; started || k.cp.Shards[id].Done {
 			continue
 		}
+		if _, held := k.held[id]; k.ch.leases != nil && !held {
+			continue
+		}
 		if !finished(aws.ToString(s.ParentShardId)) || !finished(aws.ToString(s.AdjacentParentShardId)) {
 			continue // per-key order: a child is read after its parents
 		}
 		sh := &shard{id: id, skip: map[string]struct{}{}}
+		sh.ctx, sh.cancel = context.WithCancel(k.ctx)
 		for _, seq := range k.cp.Shards[id].Skip {
 			sh.skip[seq] = struct{}{}
 		}
@@ -196,20 +239,23 @@ func (k *consumer) startShards() error {
 		k.wg.Add(1)
 		go k.read(sh, k.cp.Shards[id].Seq)
 	}
-	return nil
 }
 
 // read reads shard sh from after seq (or its oldest record) until it is closed and
 // drained, or the consumer closes.
 func (k *consumer) read(sh *shard, seq string) {
 	defer k.wg.Done()
+	defer sh.cancel()
 	cfg := k.ch.cfg
 	var iter *string
 	for iter == nil {
 		var err error
-		if iter, err = k.iterator(sh.id, seq); err != nil {
+		if iter, err = k.iterator(sh.ctx, sh.id, seq); err != nil {
+			if sh.ctx.Err() != nil {
+				return
+			}
 			k.ch.log.Warn("iterator", "kinesis: cannot get a shard iterator; retrying", "shard", sh.id, "err", err)
-			if !k.sleep(cfg.pollInterval) {
+			if !sleep(sh.ctx, cfg.pollInterval) {
 				return
 			}
 		}
@@ -218,9 +264,9 @@ func (k *consumer) read(sh *shard, seq string) {
 		if !k.roomFor(sh) {
 			return
 		}
-		out, err := k.ch.api.GetRecords(k.ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
+		out, err := k.ch.api.GetRecords(sh.ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
 		if err != nil {
-			if k.ctx.Err() != nil {
+			if sh.ctx.Err() != nil {
 				return
 			}
 			var expired *types.ExpiredIteratorException
@@ -231,13 +277,13 @@ func (k *consumer) read(sh *shard, seq string) {
 				if from == "" {
 					from = seq
 				}
-				if it, ierr := k.iterator(sh.id, from); ierr == nil {
+				if it, ierr := k.iterator(sh.ctx, sh.id, from); ierr == nil {
 					iter = it
 				}
 				continue
 			}
 			k.ch.log.Warn("get", "kinesis: GetRecords failed; retrying", "shard", sh.id, "err", err)
-			if !k.sleep(cfg.pollInterval) {
+			if !sleep(sh.ctx, cfg.pollInterval) {
 				return
 			}
 			continue
@@ -255,21 +301,21 @@ func (k *consumer) read(sh *shard, seq string) {
 			return
 		}
 		iter = out.NextShardIterator
-		if len(out.Records) == 0 && !k.sleep(cfg.pollInterval) {
+		if len(out.Records) == 0 && !sleep(sh.ctx, cfg.pollInterval) {
 			return
 		}
 	}
 }
 
 // iterator returns an iterator of shard id after seq, or at its oldest record.
-func (k *consumer) iterator(id, seq string) (*string, error) {
+func (k *consumer) iterator(ctx context.Context, id, seq string) (*string, error) {
 	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(k.ch.stream), ShardId: aws.String(id),
 		ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
 	if seq != "" {
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
 		in.StartingSequenceNumber = aws.String(seq)
 	}
-	out, err := k.ch.api.GetShardIterator(k.ctx, in)
+	out, err := k.ch.api.GetShardIterator(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +335,7 @@ func (k *consumer) roomFor(sh *shard) bool {
 		if n < maxPending {
 			return true
 		}
-		if !k.sleep(k.ch.cfg.pollInterval) {
+		if !sleep(sh.ctx, k.ch.cfg.pollInterval) {
 			return false
 		}
 	}
@@ -327,7 +373,7 @@ func (k *consumer) add(sh *shard, r types.Record) bool {
 	}
 	select {
 	case k.slots <- struct{}{}:
-	case <-k.ctx.Done():
+	case <-sh.ctx.Done():
 		return false
 	}
 	k.mu.Lock()
@@ -358,6 +404,9 @@ func (k *consumer) settle(m *message, ack bool) {
 // after it (at most maxSkip), marking the shard done once drained and all settled.
 // Called with k.mu held.
 func (k *consumer) advance(sh *shard) {
+	if sh.lost {
+		return
+	}
 	cp := k.cp.Shards[sh.id]
 	i := 0
 	for i < len(sh.pend) && sh.pend[i].settled {
@@ -382,14 +431,14 @@ func (k *consumer) advance(sh *shard) {
 	k.dirty = true
 }
 
-// sleep waits d; false when the consumer closes first.
-func (k *consumer) sleep(d time.Duration) bool {
+// sleep waits d; false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-k.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }

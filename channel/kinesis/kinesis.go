@@ -28,6 +28,7 @@ type Channel struct {
 	pub    *publisher
 	life   context.Context // ends at Close: ends the PutRecords calls in flight
 	end    context.CancelFunc
+	leases *leaseTable // nil without WithLeaseTable
 
 	mu        sync.Mutex
 	consumers map[string]*consumer
@@ -66,6 +67,12 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	}
 	if err := c.applyRetention(ctx); err != nil { // retention.go
 		return nil, err
+	}
+	if cfg.leaseTable != "" {
+		c.leases = &leaseTable{api: cfg.leaseAPI, name: cfg.leaseTable, owner: newOwner(), duration: cfg.leaseDuration}
+		if err := c.leases.ensure(ctx); err != nil {
+			return nil, fmt.Errorf("%w: %w", channel.ErrUnavailable, err)
+		}
 	}
 	c.life, c.end = context.WithCancel(context.Background())
 	c.pub = newPublisher(c)
@@ -253,14 +260,23 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open and deletes its checkpoint. Its
-// records stay in the stream until its retention period ends and are not delivered.
-func (c *Channel) Remove(_ context.Context, name string) error {
+// Remove closes the subscription's consumer if open and deletes its checkpoint (its
+// leases, with a lease table). Its records stay in the stream until its retention period
+// ends and are not delivered.
+func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
 	c.mu.Unlock()
 	if k != nil {
 		_ = k.Close()
+	}
+	if c.leases != nil {
+		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name)); err != nil {
+			return err
+		}
+	}
+	if c.cfg.checkpointDir == "" {
+		return nil
 	}
 	return removeCheckpoint(checkpointPath(c.cfg.checkpointDir, c.stream, name))
 }

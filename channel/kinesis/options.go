@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
@@ -43,6 +44,9 @@ type config struct {
 	checkpointInterval time.Duration
 	retention          time.Duration // at least this retention period; 0: the stream's (retention.go)
 	logger             *slog.Logger
+	leaseAPI           *dynamodb.Client
+	leaseTable         string
+	leaseDuration      time.Duration
 }
 
 func defaultConfig() config {
@@ -51,6 +55,7 @@ func defaultConfig() config {
 		pollInterval:       DefaultPollInterval,
 		checkpointInterval: DefaultCheckpointInterval,
 		logger:             slog.New(slog.DiscardHandler),
+		leaseDuration:      DefaultLeaseDuration,
 	}
 }
 
@@ -60,8 +65,14 @@ func (c *config) validate() error {
 	if c.api == nil {
 		errs = append(errs, errors.New("WithAPI: no Kinesis client"))
 	}
-	if c.checkpointDir == "" {
-		errs = append(errs, errors.New("WithCheckpointDir: no directory for the subscriptions' checkpoints"))
+	if c.checkpointDir == "" && c.leaseTable == "" {
+		errs = append(errs, errors.New("WithCheckpointDir: no directory for the subscriptions' checkpoints (nor WithLeaseTable)"))
+	}
+	if c.leaseTable != "" && c.leaseAPI == nil {
+		errs = append(errs, fmt.Errorf("WithLeaseTable(%q): no DynamoDB client", c.leaseTable))
+	}
+	if c.leaseDuration < MinLeaseDuration {
+		errs = append(errs, fmt.Errorf("WithLeaseDuration(%v): want at least %v", c.leaseDuration, MinLeaseDuration))
 	}
 	if c.shards < 1 {
 		errs = append(errs, fmt.Errorf("WithShards(%d): want at least 1", c.shards))
@@ -100,7 +111,9 @@ func WithStream(name string) Option { return func(c *config) { c.stream = name }
 func WithShards(n int32) Option { return func(c *config) { c.shards = n } }
 
 // WithCheckpointDir sets the directory that holds each subscription's checkpoint (the
-// sequence number settled up to, per shard). Required; keep it across restarts.
+// sequence number settled up to, per shard). Required without WithLeaseTable; keep it
+// across restarts. With a lease table, a checkpoint found here seeds the leases of a
+// subscription that has none yet.
 func WithCheckpointDir(dir string) Option { return func(c *config) { c.checkpointDir = dir } }
 
 // WithPollInterval sets how long a shard reader waits after an empty GetRecords answer,
@@ -116,3 +129,17 @@ func WithCheckpointInterval(d time.Duration) Option {
 
 // WithLogger sets the logger for backend errors and recoveries. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithLeaseTable keeps the subscriptions' checkpoints in the DynamoDB table called name,
+// through api, created if missing, as leases: replicas of the broker opening the same
+// stream with the same table share its shards (each shard read by one replica at a time)
+// and take over the shards of one that stops. Without it, checkpoints are files and every
+// replica reads every shard: run one replica per stream.
+func WithLeaseTable(api *dynamodb.Client, name string) Option {
+	return func(c *config) { c.leaseAPI, c.leaseTable = api, name }
+}
+
+// WithLeaseDuration sets how long a replica's lease outlives its last renewal (renewals
+// come every third of it), default DefaultLeaseDuration, at least MinLeaseDuration: the
+// shards of a replica that dies are taken over after about this long.
+func WithLeaseDuration(d time.Duration) Option { return func(c *config) { c.leaseDuration = d } }

@@ -3,6 +3,10 @@ package registry
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -39,7 +43,55 @@ func (j *jetstreamBackend) needs() string {
 	return "--data-dir DIR (embedded NATS server) or --nats-url URL (external cluster)"
 }
 
-func (j *jetstreamBackend) check(s config.Settings) error { return onlyKeys(s) }
+// The settings (config.Settings) the jetstream backend reads: a NATS JetStream stream
+// config's maxBytes and replicas, wherever Knative's NATS objects put them (a
+// NatsJetStreamChannel's spec.stream.config, a NatsJetStreamBroker's
+// natsjetstream.eventing.knative.dev/config annotation or natsjetstream-broker-config):
+// every key ending in one of these.
+const (
+	suffixMaxBytes = ".maxBytes"
+	suffixReplicas = ".replicas"
+)
+
+// jetstreamSettings are a broker's settings parsed; zero values are the flags'.
+type jetstreamSettings struct {
+	maxBytes int64
+	replicas int
+}
+
+// parseJetStream parses and validates the settings of a jetstream broker; errors name
+// the key. Replicas above 1 need a cluster (external).
+func parseJetStream(s config.Settings, external bool) (jetstreamSettings, error) {
+	var out jetstreamSettings
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		v := strings.TrimSpace(s[k])
+		switch {
+		case strings.HasSuffix(k, suffixMaxBytes):
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return out, fmt.Errorf("%s: %q is not a positive number of bytes", k, s[k])
+			}
+			out.maxBytes = n
+		case strings.HasSuffix(k, suffixReplicas):
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil || n < 1 || n > 5:
+				return out, fmt.Errorf("%s: %q is not a number of replicas from 1 to 5", k, s[k])
+			case n > 1 && !external:
+				return out, fmt.Errorf("%s: %d: the embedded NATS server is one node; replicas above 1 need --nats-url", k, n)
+			}
+			out.replicas = n
+		default:
+			return out, fmt.Errorf("%s: not read by this backend", k)
+		}
+	}
+	return out, nil
+}
+
+func (j *jetstreamBackend) check(s config.Settings) error {
+	_, err := parseJetStream(s, j.natsURL != "")
+	return err
+}
 
 func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 	if j.replicas < 0 || j.replicas > 5 {
@@ -77,7 +129,19 @@ func (j *jetstreamBackend) start(ctx context.Context, e env) (bool, error) {
 }
 
 func (j *jetstreamBackend) open(ctx context.Context, b config.Broker) (channel.Channel, error) {
-	return j.js.New(ctx, b.Key(), jetstream.WithReplicas(j.replicas), jetstream.WithRetention(b.Retention)) // sluice.dev/retention: an archive stream
+	s, err := parseJetStream(b.Settings, j.natsURL != "")
+	if err != nil {
+		return nil, err
+	}
+	opts := []jetstream.Option{jetstream.WithReplicas(j.replicas)}
+	if s.replicas > 0 {
+		opts[0] = jetstream.WithReplicas(s.replicas)
+	}
+	if s.maxBytes > 0 { // after the backend's own options: the broker's bound wins
+		opts = append(opts, jetstream.WithMaxBytes(s.maxBytes))
+	}
+	opts = append(opts, jetstream.WithRetention(b.Retention)) // sluice.dev/retention: an archive stream (archive.go)
+	return j.js.New(ctx, b.Key(), opts...)
 }
 
 func (j *jetstreamBackend) close(ctx context.Context) error { return j.js.Close(ctx) }

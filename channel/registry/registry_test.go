@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,9 @@ func TestStartChecksFlags(t *testing.T) {
 		{"jetstream replicas range", []string{"--jetstream-replicas", "7"}, nil, "--jetstream-replicas 7: want 1 to 5"},
 		{"kafka partitions", []string{"--kafka-partitions", "0"}, nil, "--kafka-partitions 0: want at least 1"},
 		{"kafka replication", []string{"--kafka-replication-factor", "-1"}, nil, "--kafka-replication-factor -1: want at least 1"},
+		{"kinesis unconfigured", []string{"--channel", "kinesis"}, nil, "--channel kinesis needs --kinesis-checkpoint-dir DIR or --kinesis-lease-table NAME"},
+		{"kinesis lease duration", []string{"--kinesis-lease-table", "t", "--kinesis-region", "us-east-1", "--kinesis-lease-duration", "500ms"}, nil, "--kinesis-lease-duration 500ms: want at least 1s"},
+		{"kinesis lease table", []string{"--channel", "kinesis", "--kinesis-lease-table", "t", "--kinesis-region", "us-east-1"}, nil, ""},
 		{"bad memory limit", nil, []Option{WithMemoryLimit(0)}, "WithMemoryLimit(0): want > 0"},
 	}
 	for _, tt := range tests {
@@ -177,6 +181,44 @@ func TestOpenJetStream(t *testing.T) {
 	roundTrip(t, ch)
 	if err := ch.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOpenJetStreamMaxBytes: a broker's stream maxBytes (a NatsJetStreamChannel's
+// spec.stream.config.maxBytes) bounds its stream: once it is full, Publish refuses with
+// channel.ErrFull, which ingress answers 429.
+func TestOpenJetStreamMaxBytes(t *testing.T) {
+	r, err := started(t, []string{"--data-dir", t.TempDir()}, WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := broker("small", config.ChannelJetStream)
+	b.Settings = config.Settings{"spec.stream.config.maxBytes": "4096"}
+	ch, err := r.Open(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ch.Consume(ctx, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 512)
+	stored := 0
+	for i := range 64 { // 32 KiB in all: far past the bound
+		e := &event.Event{SpecVersion: "1.0", ID: strconv.Itoa(i), Source: "/registry", Type: "t", Data: data}
+		err := ch.Publish(ctx, []channel.Envelope{{Event: e, Subscriptions: []string{"sub"}}})
+		if err != nil {
+			if !errors.Is(err, channel.ErrFull) {
+				t.Fatalf("event %d: %v, want channel.ErrFull", i, err)
+			}
+			break
+		}
+		stored++
+	}
+	if stored == 0 || stored >= 8 { // 8 events of 512 bytes of data alone fill 4096
+		t.Errorf("%d events stored in a stream of 4096 bytes, want 1 to 7", stored)
 	}
 }
 

@@ -43,7 +43,17 @@ func TestOpenChecksSettings(t *testing.T) {
 			`spec.replicationFactor: "40000" is not an integer from 1 to 32767`},
 		{"kafka replication not a number", config.ChannelKafka, config.Settings{keyCMReplication: "three"},
 			`data.default.topic.replication.factor: "three" is not an integer from 1 to 32767`},
+		{"jetstream unknown key", config.ChannelJetStream, config.Settings{"spec.stream.config.maxAge": "1h"},
+			"the jetstream channel's settings: spec.stream.config.maxAge: not read by this backend"},
+		{"jetstream maxBytes not a number", config.ChannelJetStream, config.Settings{"spec.stream.config.maxBytes": "lots"},
+			`the jetstream channel's settings: spec.stream.config.maxBytes: "lots" is not a positive number of bytes`},
+		{"jetstream replicas past 5", config.ChannelJetStream, config.Settings{"spec.stream.config.replicas": "7"},
+			`spec.stream.config.replicas: "7" is not a number of replicas from 1 to 5`},
+		{"jetstream replicas on the embedded server", config.ChannelJetStream, config.Settings{"spec.stream.config.replicas": "3"},
+			"spec.stream.config.replicas: 3: the embedded NATS server is one node; replicas above 1 need --nats-url"},
 		// Valid settings get as far as the missing flag.
+		{"jetstream valid", config.ChannelJetStream, config.Settings{"spec.stream.config.maxBytes": "1000", "spec.stream.config.replicas": "1"},
+			"the jetstream channel needs --data-dir"},
 		{"kafka valid", config.ChannelKafka, config.Settings{keyCMPartitions: "3", keyExternalTopic: "t"},
 			"the kafka channel needs --kafka-brokers"},
 	}
@@ -140,6 +150,50 @@ func FuzzParseKafka(f *testing.F) {
 			if seed == "" || strings.TrimSpace(seed) != seed {
 				t.Fatalf("seed %q", seed)
 			}
+		}
+	})
+}
+
+// TestParseJetStream: what a NatsJetStreamChannel's or NatsJetStreamBroker's stream
+// config gives the jetstream backend, wherever it was written.
+func TestParseJetStream(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		in       config.Settings
+		external bool
+		want     jetstreamSettings
+	}{
+		{"none", nil, false, jetstreamSettings{}},
+		{"channel", config.Settings{"spec.stream.config.maxBytes": "4096", "spec.stream.config.replicas": "1"}, false, jetstreamSettings{maxBytes: 4096, replicas: 1}},
+		{"broker annotation", config.Settings{"metadata.annotations.natsjetstream.eventing.knative.dev/config.stream.maxBytes": " 10 "}, false, jetstreamSettings{maxBytes: 10}},
+		{"cluster replicas", config.Settings{"ConfigMap shop/natsjetstream-broker-config: data.config.clusterDefault.stream.replicas": "3"}, true, jetstreamSettings{replicas: 3}},
+	} {
+		got, err := parseJetStream(tt.in, tt.external)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseJetStream: any text in a jetstream broker's stream settings is parsed into a
+// positive byte bound and 1 to 5 replicas (1 without --nats-url), or refused with an
+// error naming its key.
+func FuzzParseJetStream(f *testing.F) {
+	f.Add("4096", "1", false)
+	f.Add("-1", "3", true)
+	f.Add("99999999999999999999", "0", false)
+	f.Add(" 7 ", "+2", true)
+	f.Fuzz(func(t *testing.T, maxBytes, replicas string, external bool) {
+		const kb, kr = "spec.stream.config.maxBytes", "spec.stream.config.replicas"
+		s, err := parseJetStream(config.Settings{kb: maxBytes, kr: replicas}, external)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), kb+": ") && !strings.HasPrefix(err.Error(), kr+": ") {
+				t.Fatalf("error %q names no key", err)
+			}
+			return
+		}
+		if s.maxBytes < 1 || s.replicas < 1 || s.replicas > 5 || (!external && s.replicas > 1) {
+			t.Fatalf("parsed %+v out of range (external %v)", s, external)
 		}
 	})
 }

@@ -55,6 +55,7 @@ type serveFlags struct {
 	knative         knativeFlags       // --refs, --ref-url-template
 	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
 	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
+	dlq             dlqFlags           // --dlq-max-* (dlq.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -113,6 +114,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	f.knative.register(fl)
 	f.observe.register(fl)
 	f.security.register(fl)
+	f.dlq.register(fl)
 	return cmd
 }
 
@@ -211,6 +213,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
 		broker.WithMaxStoring(f.maxStoring), broker.WithDedupEntries(f.dedupEntries),
 		broker.WithDenyEgress(f.denyEgress),
+		broker.WithDLQ(f.dlq.limits()),
 		broker.WithOpsGuarded(f.security.opsTokenFile != ""), // pause and resume need the token: 403 without the flag
 	)...)
 	if err != nil {
@@ -219,7 +222,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err := srv.Apply(ctx, cfg); err != nil {
 		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
 	}
-	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
+	// PingSources send with the deliveries' client: the same --deny-egress, no redirects
+	// followed, bounded response heads.
+	pings, err := ping.New(append(pingOpts, ping.WithLogger(log),
+		ping.WithClient(delivery.NewClient(delivery.WithDenyEgress(f.denyEgress))))...)
 	if err != nil {
 		srv.Shutdown(ctx)
 		return err
@@ -242,6 +248,14 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	}
 	hs, plain, err := f.security.servers(ln, handler, srv.ConnContext, log, warn)
 	if err != nil {
+		srv.Shutdown(ctx)
+		return err
+	}
+	if err := registerBodyBudget(reg, hs); err != nil {
+		hs.Close()
+		if plain != nil {
+			plain.Close()
+		}
 		srv.Shutdown(ctx)
 		return err
 	}

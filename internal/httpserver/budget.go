@@ -199,3 +199,21 @@ func (r *budgetBody) done() {
 	r.b.release(r.held)
 	r.held = 0
 }
+
+// BodyBudgetStats is a snapshot of a server's in-flight body budget
+// (WithMaxInflightBodyBytes).
+type BodyBudgetStats struct {
+	Limit   int64 // the budget, in bytes
+	Used    int64 // bytes the bodies of the requests in progress hold now
+	Peak    int64 // the most bytes held at once since the server started
+	Waiting int64 // requests waiting for room now
+	Waited  int64 // requests that waited for room, since the server started
+	Refused int64 // requests refused 503 for want of room, since the server started
+}
+
+// BodyBudget returns a snapshot of the server's in-flight body budget.
+func (s *Server) BodyBudget() BodyBudgetStats {
+	b := s.budget
+	return BodyBudgetStats{Limit: b.limit, Used: b.used.Load(), Peak: b.peak.Load(),
+		Waiting: b.waiting.Load(), Waited: b.waited.Load(), Refused: b.refused.Load()}
+}

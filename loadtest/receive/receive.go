@@ -56,6 +56,7 @@ type Receiver struct {
 
 	mu          sync.Mutex
 	runs        map[string]*runState
+	seqBits     uint64 // the sum of the runs' bitsets' Max, bounded by maxSeqBits
 	events      uint64 // accepted events, warm-up included
 	warmup      uint64
 	dups        uint64
@@ -241,6 +242,14 @@ func (r *Receiver) delay() {
 
 var errNotCE = errors.New("not a CloudEvent: specversion and id are required")
 
+// Bounds on what senders can make a receiver remember: the sequence numbers of all runs
+// together span at most maxSeqBits (their bitsets take at most twice that many bits), and
+// at most maxRuns runs are told apart. An event past either is answered 400.
+const (
+	maxSeqBits = stats.MaxEncodedBits
+	maxRuns    = 10000
+)
+
 // record accounts for one event received at now.
 func (r *Receiver) record(ev *event, now time.Time) error {
 	if ev.Spec == "" || ev.ID == "" {
@@ -265,8 +274,20 @@ func (r *Receiver) record(ev *event, now time.Time) error {
 	if hasSeq {
 		rs := r.runs[string(ev.Run)]
 		if rs == nil {
+			if len(r.runs) >= maxRuns {
+				r.mu.Unlock()
+				return fmt.Errorf("sluicerun %q: the receiver already tells %d runs apart, its bound", ev.Run, maxRuns)
+			}
 			rs = &runState{}
 			r.runs[string(ev.Run)] = rs
+		}
+		if seq >= rs.seen.Max() {
+			grown := r.seqBits - rs.seen.Max() + seq + 1
+			if seq >= maxSeqBits || grown > maxSeqBits {
+				r.mu.Unlock()
+				return fmt.Errorf("sluiceseq %d: the sequence numbers of all runs may span %d, the receiver's bound", seq, uint64(maxSeqBits))
+			}
+			r.seqBits = grown
 		}
 		if dup = rs.seen.Add(seq); dup {
 			rs.dups++

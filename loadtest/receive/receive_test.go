@@ -75,6 +75,14 @@ func TestReceiverAccounting(t *testing.T) {
 				t.Errorf("broken JSON answered %d, want 400", c)
 			}
 		}, 0, 0, 0, 2, 0},
+		{"sequence numbers past the bound", func(t *testing.T, url string) {
+			for _, seq := range []int{1 << 32, 1 << 62} {
+				if c := post(t, url, "application/json", binary("big", seq, sent), `{}`); c != http.StatusBadRequest {
+					t.Errorf("sluiceseq %d answered %d, want 400", seq, c)
+				}
+			}
+			post(t, url, "application/json", binary("big", 1, sent), `{}`)
+		}, 1, 0, 1, 2, 50 * time.Millisecond}, // seen 1: lost 0
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,5 +161,33 @@ func BenchmarkHandlerBinary(b *testing.B) {
 		req.Header["Ce-Sluiceseq"][0] = strconv.Itoa(i)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		r.ServeHTTP(w, req)
+	}
+}
+
+func TestReceiverRunsBounded(t *testing.T) {
+	r := New(Options{})
+	send := func(run string) int {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range binary(run, 0, time.Now()) {
+			req.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w.Code
+	}
+	for i := range maxRuns {
+		if c := send(strconv.Itoa(i)); c != http.StatusAccepted && c != http.StatusOK {
+			t.Fatalf("run %d answered %d", i, c)
+		}
+	}
+	if c := send("one-too-many"); c != http.StatusBadRequest {
+		t.Errorf("run %d answered %d, want 400", maxRuns+1, c)
+	}
+	if c := send("0"); c == http.StatusBadRequest {
+		t.Error("a run already known was refused")
+	}
+	if rep := r.Report(); rep.Events != maxRuns || rep.Duplicates != 1 || rep.Invalid != 1 {
+		t.Errorf("events %d duplicates %d invalid %d; want %d 1 1", rep.Events, rep.Duplicates, rep.Invalid, maxRuns)
 	}
 }

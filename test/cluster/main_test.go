@@ -1,7 +1,8 @@
 // Package cluster holds black-box tests of several `sluice serve` replicas sharing one
-// engine cluster: a 3-node NATS JetStream cluster (scripts/nats-cluster.sh) and a
-// 3-broker Kafka cluster (scripts/kafka.sh start-cluster). TestMain builds the binary and
-// starts each cluster once for the package, on free 127.0.0.1 ports with files under the
+// engine cluster: a 3-node NATS JetStream cluster (scripts/nats-cluster.sh), a 3-broker
+// Kafka cluster (scripts/kafka.sh start-cluster), and a Kinesis-compatible server with a
+// DynamoDB-compatible one for the lease table (scripts/kinesis.sh, scripts/dynalite.sh).
+// TestMain builds the binary and starts each once for the package, on free 127.0.0.1 ports with files under the
 // repository's .cache/, and stops them at the end. A cluster that does not start fails
 // its tests under CI=true and skips them elsewhere, saying why.
 package cluster
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +30,10 @@ var (
 	// not start, and then natsErr or kafkaErr says why.
 	natsURLs, kafkaBrokers string
 	natsErr, kafkaErr      error
+	// kinesisURL and dynamoURL are the Kinesis- and DynamoDB-compatible servers' URLs;
+	// empty when one did not start, and then kinesisErr says why.
+	kinesisURL, dynamoURL string
+	kinesisErr            error
 )
 
 func TestMain(m *testing.M) {
@@ -54,30 +61,54 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building sluice:", err)
 		return 1
 	}
-	if testing.Short() || !wantsClusters() {
+	if testing.Short() {
 		return m.Run()
 	}
 	// A cluster already running (scripts/scaling.sh, a developer's) is used and left
 	// running; one started here is stopped at the end.
-	_, natsUp := script("scripts/nats-cluster.sh", "status")
-	natsURLs, natsErr = startCluster("SLUICE_NATS_URLS", "scripts/nats-cluster.sh", "start", "3")
-	if natsErr == nil && natsUp != nil {
-		defer script("scripts/nats-cluster.sh", "stop")
+	if wants("TestJetStreamReplicaKill", "TestJetStreamNodeKill") {
+		_, natsUp := script("scripts/nats-cluster.sh", "status")
+		natsURLs, natsErr = startCluster("SLUICE_NATS_URLS", "scripts/nats-cluster.sh", "start", "3")
+		if natsErr == nil && natsUp != nil {
+			defer script("scripts/nats-cluster.sh", "stop")
+		}
 	}
-	_, kafkaUp := script("scripts/kafka.sh", "status-cluster")
-	kafkaBrokers, kafkaErr = startCluster("SLUICE_KAFKA_CLUSTER_BROKERS", "scripts/kafka.sh", "start-cluster", "3")
-	if kafkaErr == nil && kafkaUp != nil {
-		defer script("scripts/kafka.sh", "stop-cluster")
+	if wants("TestKafkaReplicaAndBrokerKill") {
+		_, kafkaUp := script("scripts/kafka.sh", "status-cluster")
+		kafkaBrokers, kafkaErr = startCluster("SLUICE_KAFKA_CLUSTER_BROKERS", "scripts/kafka.sh", "start-cluster", "3")
+		if kafkaErr == nil && kafkaUp != nil {
+			defer script("scripts/kafka.sh", "stop-cluster")
+		}
+	}
+	if !wants("TestKinesisReplicaKill") {
+		return m.Run()
+	}
+	_, kinesisUp := script("scripts/kinesis.sh", "status")
+	kinesisURL, kinesisErr = startCluster("SLUICE_KINESIS_ENDPOINT", "scripts/kinesis.sh", "start")
+	if kinesisErr == nil && kinesisUp != nil {
+		defer script("scripts/kinesis.sh", "stop")
+	}
+	if kinesisErr == nil {
+		_, dynamoUp := script("scripts/dynalite.sh", "status")
+		dynamoURL, kinesisErr = startCluster("SLUICE_DYNAMODB_ENDPOINT", "scripts/dynalite.sh", "start")
+		if kinesisErr == nil && dynamoUp != nil {
+			defer script("scripts/dynalite.sh", "stop")
+		}
 	}
 	return m.Run()
 }
 
-// wantsClusters reports whether a test of this package will run: clusters take seconds
-// to start and are not started for `go test -run SomethingElse`.
-func wantsClusters() bool {
+// wants reports whether one of the tests named will run: clusters take seconds to start
+// and are not started for `go test -run SomethingElse`.
+func wants(tests ...string) bool {
 	for _, a := range os.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "-test.run="); ok && v != "" {
-			return strings.Contains(v, "Replica") || strings.Contains(v, "Node") || strings.Contains(v, "Kafka") || strings.Contains(v, "JetStream")
+			top, _, _ := strings.Cut(v, "/")
+			re, err := regexp.Compile(top)
+			if err != nil {
+				return true
+			}
+			return slices.ContainsFunc(tests, re.MatchString)
 		}
 		if strings.HasPrefix(a, "-test.list") {
 			return false

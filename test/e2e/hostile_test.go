@@ -62,6 +62,30 @@ func TestHostileClientBounds(t *testing.T) {
 		t.Errorf("after the 400: %q, %v; want the connection closed", rest, err)
 	}
 
+	// A body announced and not sent holds its bytes in the budget, and /metrics shows them.
+	if got := b.metric("sluice_inflight_body_limit_bytes"); got != 1<<20 {
+		t.Errorf("sluice_inflight_body_limit_bytes %v, want %d", got, 1<<20)
+	}
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(stalled, "POST /default/default HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nce-specversion: 1.0\r\nce-id: slow\r\nce-source: /x\r\nce-type: t\r\n\r\n")
+	for deadline := time.Now().Add(30 * time.Second); b.metric("sluice_inflight_body_bytes") < 1000; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_inflight_body_bytes %v with a 1000-byte body announced", b.metric("sluice_inflight_body_bytes"))
+		}
+	}
+	stalled.Close()
+	for deadline := time.Now().Add(30 * time.Second); b.metric("sluice_inflight_body_bytes") != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_inflight_body_bytes %v after the stalled client left", b.metric("sluice_inflight_body_bytes"))
+		}
+	}
+	if got := b.metric("sluice_inflight_body_peak_bytes"); got < 1000 {
+		t.Errorf("sluice_inflight_body_peak_bytes %v, want ≥ 1000", got)
+	}
+
 	resp, _, _ = raw(fmt.Sprintf("POST /default/default HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<20+1))
 	body, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != 413 || !strings.Contains(string(body), "--max-inflight-body-bytes") {

@@ -248,6 +248,46 @@ func TestKnativeCorpus(t *testing.T) {
 			"Subscription default/subscription3": {refs: map[string]string{"spec.subscriber": tmpl + "service3" + svc}},
 			"PingSource default/source":          {notReady: `apiVersion "sources.knative.dev/v1alpha2" of PingSource was removed from Knative and its schema differs`},
 		}},
+		// eventing-natss's examples: NatsJetStreamChannels run on the jetstream channel, and a
+		// PingSource's sink and a Subscription naming one reach it at its Sluice address.
+		{[]string{"nats-channel"}, map[string]want{
+			"NatsJetStreamChannel knative-eventing/channel-defaults": {channel: ch("jetstream")},
+			"NatsJetStreamChannel default/my-default-channel":        {channel: ch("jetstream")},
+			"Service default/event-display":                          {skipped: true},
+			"Service default/dead-letter-display":                    {skipped: true},
+			"PingSource default/ping":                                {refs: map[string]string{"spec.sink": in + "/default/my-default-channel"}},
+			"Subscription default/subscription": {refs: map[string]string{"spec.subscriber": tmpl + "event-display" + svc,
+				"spec.delivery.deadLetterSink": tmpl + "dead-letter-display" + svc}},
+		}},
+		// eventing-natss's broker docs: the NatsJetStreamBroker class runs on jetstream; its
+		// config annotation's Deployment settings are refused, naming the field.
+		{[]string{"nats-broker"}, map[string]want{
+			"Broker default/my-broker":         {channel: ch("jetstream")},
+			"Trigger default/trigger-with-dls": {refs: map[string]string{"spec.subscriber": tmpl + "my-service" + svc, "spec.delivery.deadLetterSink": tmpl + "dead-letter-service" + svc}},
+		}},
+		{[]string{"nats-broker-annotation"}, map[string]want{
+			"Broker default/my-broker": {notReady: "metadata.annotations.natsjetstream.eventing.knative.dev/config.filter: supported by Knative, not by Sluice"},
+		}},
+		// A channel template of NatsJetStreamChannel: the bare one loads; the example's stream
+		// retention and consumer template are refused, naming them.
+		{[]string{"nats-config", "kubectl-dump"}, map[string]want{
+			"ConfigMap knative-eventing/config-natjsm-channel":     {},
+			"ConfigMap knative-eventing/config-br-default-channel": {},
+			"Broker default/default":                               {notReady: "spec.config: ConfigMap config-br-default-channel: data.channelTemplateSpec.spec.stream.config.retention: supported by Knative, not by Sluice"},
+		}},
+		// The KafkaNamespaced class, its ConfigMap in its namespace: the kafka channel.
+		{[]string{"kafka-namespaced"}, map[string]want{
+			"Broker default/broker-isolated-data-plane": {channel: ch("kafka")},
+			"ConfigMap default/kafka-broker-config":     {},
+		}},
+		// config-br-defaults with delivery defaults: the Broker without class or config runs
+		// on the clusterDefault's kafka-channel template (its delivery: config's tests).
+		{[]string{"br-defaults-delivery", "meteatamel/broker.yaml", "meteatamel/brokertrigger-trigger1.yaml", "stock-config/kafka-channel-configmap.yaml"}, map[string]want{
+			"ConfigMap knative-eventing/config-br-defaults": {},
+			"ConfigMap knative-eventing/kafka-channel":      {},
+			"Broker default/default":                        {channel: ch("kafka")},
+			"Trigger default/trigger1":                      {refs: map[string]string{"spec.subscriber": tmpl + "service1" + svc}},
+		}},
 		// Knative's authorization docs: EventPolicies with refs, a selector, a wildcard
 		// sub and filters, and the example they protect.
 		{[]string{"eventpolicy"}, map[string]want{

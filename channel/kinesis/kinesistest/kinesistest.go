@@ -1,5 +1,6 @@
 // Package kinesistest gives tests a client of the real Kinesis-compatible server
-// (kinesalite) that scripts/kinesis.sh runs.
+// (kinesalite) that scripts/kinesis.sh runs, and of the DynamoDB-compatible one (dynalite)
+// that scripts/dynalite.sh runs for lease tables.
 package kinesistest
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
@@ -36,6 +38,37 @@ func Client(tb testing.TB) *kinesis.Client {
 	tb.Helper()
 	endpoint := Endpoint(tb)
 	return kinesis.New(kinesis.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("sluice", "sluice", ""),
+	})
+}
+
+// EnvDynamoDBEndpoint is the environment variable holding the URL of the
+// DynamoDB-compatible server (dynalite) that scripts/dynalite.sh runs, for lease tables.
+const EnvDynamoDBEndpoint = "SLUICE_DYNAMODB_ENDPOINT"
+
+// DynamoDBEndpoint returns the server's URL from SLUICE_DYNAMODB_ENDPOINT. When it is
+// unset the test fails under CI (CI=true) and is skipped otherwise, saying how to start it.
+func DynamoDBEndpoint(tb testing.TB) string {
+	tb.Helper()
+	v := strings.TrimSpace(os.Getenv(EnvDynamoDBEndpoint))
+	if v == "" {
+		const how = "run scripts/dynalite.sh start and export " + EnvDynamoDBEndpoint
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("a DynamoDB-compatible server is required under CI: " + how)
+		}
+		tb.Skip("no DynamoDB-compatible server (" + EnvDynamoDBEndpoint + " unset): " + how)
+	}
+	return v
+}
+
+// DynamoDB returns an AWS SDK DynamoDB client of the server at DynamoDBEndpoint, with
+// static credentials (the local server accepts any).
+func DynamoDB(tb testing.TB) *dynamodb.Client {
+	tb.Helper()
+	endpoint := DynamoDBEndpoint(tb)
+	return dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("sluice", "sluice", ""),
