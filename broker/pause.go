@@ -71,6 +71,10 @@ func (s *Server) findTrigger(key string) *trigger {
 // serveTrigger answers the TriggersPath endpoints.
 func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, TriggersPath), "/")
+	if len(parts) == 3 && parts[2] == "replay" {
+		s.serveReplay(w, r, parts[0], parts[1]) // replay.go
+		return
+	}
 	if len(parts) >= 3 && parts[2] == "dlq" {
 		s.serveDLQ(w, r, parts) // dlq.go
 		return

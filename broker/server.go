@@ -130,6 +130,10 @@ func (s *Server) Apply(ctx context.Context, cfg *config.Config) error {
 			if err := keepChannelSettings(&bc, b.cfg); err != nil {
 				errs = append(errs, fmt.Errorf("broker %s: %w", key, err))
 			}
+			if bc.Retention != b.cfg.Retention { // replay.go
+				errs = append(errs, fmt.Errorf("broker %s: changing sluice.dev/retention (%s → %s) needs a restart; keeping %s", key, b.cfg.Retention, bc.Retention, b.cfg.Retention))
+				bc.Retention = b.cfg.Retention
+			}
 		}
 		if b == nil {
 			ch, err := s.opts.open(ctx, bc)

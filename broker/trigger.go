@@ -21,6 +21,7 @@ type trigger struct {
 	cfg        config.Trigger
 	url        string // where it delivers (subscriber or dead-letter sink)
 	consumer   channel.Consumer
+	feed       *replayFeed // what the dispatcher reads: consumer, and a replay's events (replay.go)
 	dispatcher *delivery.Dispatcher
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -178,7 +179,7 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFl
 // b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
 // ctx (a reload's): it runs until stopped.
 func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool) (*trigger, error) {
-	cons, err := b.ch.Consume(ctx, name)
+	cons, err := b.consume(ctx, name, tc) // replay.go: sluice.dev/start-from
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
 	}
@@ -198,12 +199,13 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		_, authz := ids.Sender(tc.Kind, tc.Namespace, tc.Name)
 		opts = append(opts, delivery.WithOwnIngress(b.srv.opts.ownOrigin, authz))
 	}
-	d := delivery.NewDispatcher(cons, target, opts...)
+	feed := newReplayFeed(cons)
+	d := delivery.NewDispatcher(feed, target, opts...)
 	if paused {
 		d.Pause()
 	}
 	rctx, cancel := context.WithCancel(b.srv.life)
-	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, dispatcher: d, cancel: cancel, done: make(chan struct{})}
+	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, feed: feed, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	b.runs.Go(func() {
 		defer close(t.done)
 		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {

@@ -10,6 +10,8 @@ package channel
 import (
 	"context"
 	"errors"
+	"iter"
+	"time"
 
 	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/event"
@@ -27,6 +29,8 @@ var (
 	// ErrTooLarge: an event is larger than the backend stores, however often it is sent
 	// (a record or message size limit below the ingress's --max-event-bytes).
 	ErrTooLarge = errors.New("event too large for the channel")
+	// ErrNotKept: the channel keeps no event once delivered (Replayer: no retention set).
+	ErrNotKept = errors.New("channel keeps no delivered events")
 )
 
 // Envelope is one event and the names of the subscriptions it was routed to at ingress.
@@ -158,6 +162,52 @@ func Receive[M Message](ctx context.Context, ready <-chan M, closed <-chan struc
 	case <-closed:
 		return nil, ErrClosed
 	}
+}
+
+// Stored is one event as a Replayer reads it back: the event, when the channel stored it,
+// and the subscriptions ingress routed it to then.
+type Stored struct {
+	Event         *event.Event
+	Time          time.Time
+	Subscriptions []string
+}
+
+// Replayer is implemented by durable channels that keep events after every subscription
+// settled them, for a retention period: they can read back what they stored in a window
+// of time, whatever it was routed to. The broker's replay (POST /triggers/NS/NAME/replay)
+// uses it, re-running the trigger's filter on what it reads.
+type Replayer interface {
+	// Retention returns how long stored events are kept at least; 0 means for ever.
+	Retention(ctx context.Context) (time.Duration, error)
+	// Replay streams the events stored at or after from and before to, each in the order
+	// it was stored among the events sharing its ordering key. It reads as it yields,
+	// never the whole window at once, and stops at the first error (yielded last) or
+	// when ctx ends or the caller stops ranging.
+	Replay(ctx context.Context, from, to time.Time) iter.Seq2[Stored, error]
+}
+
+// StartFrom is where a subscription new to its channel starts, for a Starter. The zero
+// value starts with what is published after it exists, like Consume.
+type StartFrom struct {
+	// Earliest starts at the oldest event the channel still stores.
+	Earliest bool
+	// Time, when not zero, starts at the events stored at or after it.
+	Time time.Time
+	// Match reports whether an event stored before the subscription existed (so not
+	// routed to it) is one of its own: the broker runs the trigger's filter.
+	Match func(Stored) bool
+}
+
+// Latest reports whether s starts with what is published after the subscription exists.
+func (s StartFrom) Latest() bool { return !s.Earliest && s.Time.IsZero() }
+
+// Starter is implemented by channels that can start a new subscription in the past: it
+// first gets the events stored from its start position up to when it was created that
+// Match accepts, then those routed to it, as Consume. A subscription that exists in the
+// channel already resumes where it stopped, whatever from says. The catch-up survives a
+// restart: a subscription that had not caught up when the process died goes on with it.
+type Starter interface {
+	ConsumeFrom(ctx context.Context, name string, from StartFrom) (Consumer, error)
 }
 
 // DLQStorer is implemented by durable channels that keep the dead-letter store

@@ -176,6 +176,10 @@ type Broker struct {
 	// second event with the same pair within it is answered 202 and not stored again
 	// (the sluice.dev/dedup-window annotation); 0 means off.
 	DedupWindow time.Duration
+	// Retention is how long the broker's durable channel keeps events once stored,
+	// delivered or not, for replay (the sluice.dev/retention annotation); 0 leaves the
+	// backend's own retention.
+	Retention time.Duration
 }
 
 // Settings are a broker's or channel's backend settings, opaque to this package: it
@@ -241,6 +245,9 @@ type Trigger struct {
 	// Paused stops the trigger's deliveries while its events keep being stored (the
 	// sluice.dev/paused annotation: "true").
 	Paused bool
+	// StartFrom is where the trigger starts when it is new to its channel (the
+	// sluice.dev/start-from annotation); a running trigger is not moved by a change.
+	StartFrom StartFrom
 	// Source is the file the object was read from.
 	Source string
 }

@@ -43,6 +43,8 @@ type parsed struct {
 	labels  map[string]string
 	maxRate float64       // sluice.dev/max-rate
 	dedup   time.Duration // sluice.dev/dedup-window
+	keep    time.Duration // sluice.dev/retention (retention.go)
+	start   StartFrom     // sluice.dev/start-from (retention.go)
 	paused  bool          // sluice.dev/paused
 	own     Settings      // the backend annotations (backendAnnotations) it carries
 }
@@ -397,6 +399,8 @@ func (p *parsed) spec(obj object, spec any) {
 		}
 	}
 	p.dedupAndPause(ann)
+	p.retention(ann)
+	p.startFrom(ann)
 	p.capAnnotations(ann)
 	if !addressable {
 		names := []string{annotationChannel}

@@ -105,7 +105,7 @@ func (l *loader) resolve(cfg *Config) {
 				Namespace: ns, Name: name, Kind: kindBroker, Channel: bb.backend, Class: bb.class,
 				Settings:       bb.settings.merge(p.own),
 				HeaderEncoding: p.broker.headerEnc, Labels: p.labels, MaxRate: p.maxRate,
-				DedupWindow: p.dedup,
+				DedupWindow: p.dedup, Retention: p.keep,
 			}}
 			if claim(p, n) {
 				r.addresses[p.key()] = r.address(ns, name)
@@ -116,7 +116,7 @@ func (l *loader) resolve(cfg *Config) {
 			n := &node{owner: p, delivery: ch.delivery, Broker: Broker{
 				Namespace: ns, Name: name, Kind: p.status.Kind, Channel: ch.backend,
 				Settings: ch.settings, HeaderEncoding: ch.headerEnc,
-				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup,
+				Labels: p.labels, MaxRate: p.maxRate, DedupWindow: p.dedup, Retention: p.keep,
 			}}
 			if p.status.Kind == kindChannel {
 				t := ch.template
@@ -273,7 +273,7 @@ func (l *loader) resolve(cfg *Config) {
 				p.fail("%s: %s/%s is a %s, not a Broker; use a Subscription", t.brokerPath, bns, t.broker, n.Kind)
 			}
 			tr := Trigger{Namespace: ns, Name: name, Kind: kindTrigger, Filter: t.filter, Attributes: t.attributes,
-				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Caps: t.caps, Paused: p.paused, Source: p.status.File}
+				Filters: t.filters, Ordered: t.ordered, Batch: t.batch, BatchWait: t.batchWait, Caps: t.caps, Paused: p.paused, StartFrom: p.start, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, t.subscriber)
 			if t.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = t.subscriber.caCerts, t.subscriber.audience
@@ -305,7 +305,7 @@ func (l *loader) resolve(cfg *Config) {
 			case n.Kind != s.channel.Kind && !(n.Kind == kindChannel && n.tmplKind == s.channel.Kind):
 				p.fail("spec.channel: %s/%s is a %s, not a %s", ns, s.channel.Name, n.Kind, s.channel.Kind)
 			}
-			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Paused: p.paused, Source: p.status.File}
+			tr := Trigger{Namespace: ns, Name: name, Kind: kindSubscription, Filter: filter.MatchAll, Paused: p.paused, StartFrom: p.start, Source: p.status.File}
 			tr.Subscriber = resolveDest(p, s.subscriber)
 			if s.subscriber != nil {
 				tr.SubscriberCACerts, tr.SubscriberAudience = s.subscriber.caCerts, s.subscriber.audience

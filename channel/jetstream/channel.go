@@ -19,16 +19,18 @@ import (
 // Channel is the durable channel of one broker on JetStream. It is safe for concurrent
 // use. It does not own the NATS connection: close the connection after the Channel.
 type Channel struct {
-	cfg       config
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	log       *slog.Logger
-	plog      *ratelog.Logger // publish failures: one line per ratelog.Every while they repeat
-	brokerKey string
-	stream    string // stream name
-	subjBase  string // PREFIX.<broker-hash>.
-	metrics   *collector
-	conn      *connWatch
+	cfg         config
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	log         *slog.Logger
+	plog        *ratelog.Logger // publish failures: one line per ratelog.Every while they repeat
+	brokerKey   string
+	stream      string // stream name
+	subjBase    string // PREFIX.<broker-hash>.
+	archive     string // the archive stream, "" without a retention (archive.go)
+	archiveSubj string // its subject
+	metrics     *collector
+	conn        *connWatch
 
 	subs sync.Map // subscription name -> *subscription
 
@@ -93,6 +95,9 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: create stream %s for broker %q: %w", c.stream, brokerKey, unavailable(err))
+	}
+	if err := c.openArchive(ctx, bh); err != nil {
+		return nil, err
 	}
 	c.conn = watchConn(nc)
 	if cfg.registerer != nil {

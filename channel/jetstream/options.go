@@ -42,6 +42,7 @@ type config struct {
 	replicas   int
 	ackWait    time.Duration
 	fetchBatch int
+	retention  time.Duration // the archive's MaxAge; 0: no archive (archive.go)
 	logger     *slog.Logger
 	registerer prometheus.Registerer
 	// diskFull, when set, reports that the disk under the embedded server's data
@@ -69,6 +70,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("jetstream: WithAckWait(%v): want at least 100ms", c.ackWait)
 	case c.fetchBatch < 1:
 		return fmt.Errorf("jetstream: WithFetchBatch(%d): want at least 1", c.fetchBatch)
+	case c.retention < 0:
+		return fmt.Errorf("jetstream: WithRetention(%v): want 0 (no archive) or more", c.retention)
 	case c.logger == nil:
 		return fmt.Errorf("jetstream: WithLogger(nil)")
 	}

@@ -97,6 +97,13 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 			sub.published.Add(1)
 			futures = append(futures, f)
 		}
+		if c.archive != "" { // archive.go
+			f, err := c.js.PublishMsgAsync(c.archiveMsg(data, env.Subscriptions), stall)
+			if err != nil {
+				return c.publishFailed(classify(err))
+			}
+			futures = append(futures, f)
+		}
 	}
 	for _, f := range futures {
 		select {

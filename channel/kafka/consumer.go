@@ -43,6 +43,8 @@ type consumer struct {
 
 	joined atomic.Bool // the group gave this member its share (possibly none) at least once
 
+	catch *catchUp // nil unless it started in the past and may still be catching up (startfrom.go)
+
 	ownMu sync.Mutex
 	owned map[int32]bool // partitions the group assigned to this member now
 
@@ -81,8 +83,9 @@ type part struct {
 
 var _ channel.Consumer = (*consumer)(nil)
 
-func newConsumer(c *Channel, name string) (*consumer, error) {
+func newConsumer(c *Channel, name string, catch *catchUp) (*consumer, error) {
 	k := &consumer{
+		catch:  catch,
 		ch:     c,
 		name:   name,
 		group:  c.group(name),
@@ -257,7 +260,7 @@ func (k *consumer) add(r *kgo.Record) {
 	}
 	p.next = r.Offset + 1
 	k.fetched++
-	if p.wm.skipped(r.Offset) || !routedTo(r, k.name) {
+	if p.wm.skipped(r.Offset) || !routedTo(r, k.name) && !k.catches(r) {
 		p.wm.add(r.Offset, r.LeaderEpoch, true)
 		return
 	}
@@ -367,6 +370,7 @@ func (k *consumer) commit(ctx context.Context) {
 	}
 	k.mu.Unlock()
 	if len(offs) == 0 {
+		k.checkCaughtUp(ctx)
 		return
 	}
 	if err := k.commitSync(ctx, offs); err != nil {
@@ -380,7 +384,9 @@ func (k *consumer) commit(ctx context.Context) {
 			}
 		}
 		k.mu.Unlock()
+		return
 	}
+	k.checkCaughtUp(ctx)
 }
 
 // commitOffset is a partition's commit: offset, epoch and metadata (settled ranges).

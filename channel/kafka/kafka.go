@@ -200,6 +200,9 @@ func (c *Channel) ensureTopic(ctx context.Context) error {
 	default:
 		return fmt.Errorf("creating topic %s: %w", c.topic, err)
 	}
+	if err := c.applyRetention(ctx); err != nil {
+		return err
+	}
 	c.topicReady.Store(true)
 	return nil
 }
@@ -309,7 +312,7 @@ func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, err
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err := newConsumer(c, name)
+	k, err := newConsumer(c, name, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -326,12 +329,13 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open (leaving its consumer group) and
-// deletes the group — unless the group still has members: other replicas whose
-// configuration still has the trigger keep it, with its committed offsets. The last
-// replica to remove it deletes it (Kafka also drops an empty group's offsets after its
-// offsets.retention.minutes). Its records stay in the topic (until retention removes
-// them) and are not delivered.
+// Remove closes the subscription's consumer if open (leaving its consumer group). The
+// group stays, with its committed offsets: other replicas whose configuration still has
+// the trigger go on with it, and a trigger re-created with the same name resumes where
+// it stopped (ConsumeFrom). The last replica to remove it marks it removed, with a group
+// <group>/removed (Kafka drops an empty group's offsets after its
+// offsets.retention.minutes: a trigger re-created later than that starts anew). Its
+// records stay in the topic (until retention removes them) and are not delivered.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
@@ -351,9 +355,8 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 			"subscription", name, "group", c.group(name), "members", len(g.Members))
 		return nil
 	}
-	_, err = c.adm.DeleteGroup(ctx, c.group(name))
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("%w: kafka: deleting group %s: %w", channel.ErrUnavailable, c.group(name), err)
+	if err := c.markRemoved(ctx, name); err != nil { // startfrom.go
+		return fmt.Errorf("%w: kafka: removing subscription %s: %w", channel.ErrUnavailable, name, err)
 	}
 	return nil
 }

@@ -58,7 +58,8 @@ type config struct {
 	topic          string // an existing topic, used as it is
 	partitions     int32
 	replication    int16
-	minInsync      int16 // 0: the cluster's setting
+	minInsync      int16         // 0: the cluster's setting
+	retention      time.Duration // retention.ms of the topic; 0: left as it is (retention.go)
 	commitInterval time.Duration
 	lagInterval    time.Duration
 	logger         *slog.Logger
@@ -93,6 +94,12 @@ func (c *config) validate() error {
 	}
 	if c.minInsync < 0 || (c.replication > 0 && c.minInsync > c.replication) {
 		errs = append(errs, fmt.Errorf("WithMinInsyncReplicas: %d, want 0 (the cluster's setting) to the replication factor %d", c.minInsync, c.replication))
+	}
+	if c.retention < 0 {
+		errs = append(errs, fmt.Errorf("WithRetention: %s, want a positive duration (or 0: the topic's own)", c.retention))
+	}
+	if c.retention > 0 && c.topic != "" {
+		errs = append(errs, fmt.Errorf("WithRetention: not with WithTopic %q: an external topic keeps its own retention.ms", c.topic))
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithCommitInterval: %s, want a positive duration", c.commitInterval))

@@ -65,6 +65,9 @@ func New(ctx context.Context, brokerKey string, opts ...Option) (*Channel, error
 	if err := c.waitActive(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.applyRetention(ctx); err != nil { // retention.go
+		return nil, err
+	}
 	if cfg.leaseTable != "" {
 		c.leases = &leaseTable{api: cfg.leaseAPI, name: cfg.leaseTable, owner: newOwner(), duration: cfg.leaseDuration}
 		if err := c.leases.ensure(ctx); err != nil {

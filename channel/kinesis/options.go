@@ -42,6 +42,7 @@ type config struct {
 	checkpointDir      string
 	pollInterval       time.Duration
 	checkpointInterval time.Duration
+	retention          time.Duration // at least this retention period; 0: the stream's (retention.go)
 	logger             *slog.Logger
 	leaseAPI           *dynamodb.Client
 	leaseTable         string
@@ -81,6 +82,12 @@ func (c *config) validate() error {
 	}
 	if c.checkpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithCheckpointInterval(%v): want a positive duration", c.checkpointInterval))
+	}
+	if c.retention < 0 || c.retention > MaxRetention {
+		errs = append(errs, fmt.Errorf("WithRetention(%v): want 0 (the stream's) up to %v", c.retention, MaxRetention))
+	}
+	if c.retention > 0 && c.stream != "" {
+		errs = append(errs, fmt.Errorf("WithRetention(%v): not with WithStream(%q): an existing stream keeps its own retention", c.retention, c.stream))
 	}
 	if c.logger == nil {
 		errs = append(errs, errors.New("WithLogger(nil)"))

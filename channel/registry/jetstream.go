@@ -140,6 +140,7 @@ func (j *jetstreamBackend) open(ctx context.Context, b config.Broker) (channel.C
 	if s.maxBytes > 0 { // after the backend's own options: the broker's bound wins
 		opts = append(opts, jetstream.WithMaxBytes(s.maxBytes))
 	}
+	opts = append(opts, jetstream.WithRetention(b.Retention)) // sluice.dev/retention: an archive stream (archive.go)
 	return j.js.New(ctx, b.Key(), opts...)
 }
 

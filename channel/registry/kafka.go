@@ -153,7 +153,13 @@ func (k *kafkaBackend) open(ctx context.Context, b config.Broker) (channel.Chann
 		opts = append(opts, kafka.WithMinInsyncReplicas(int16(k.minInsync)))
 	}
 	if s.topic != "" { // kafka.eventing.knative.dev/external.topic
+		if b.Retention > 0 {
+			return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not with an external topic (%s): set its retention.ms where it is managed", keyExternalTopic)
+		}
 		opts = append(opts, kafka.WithTopic(s.topic))
+	}
+	if b.Retention > 0 { // sluice.dev/retention
+		opts = append(opts, kafka.WithRetention(b.Retention))
 	}
 	return kafka.New(ctx, b.Key(), opts...)
 }

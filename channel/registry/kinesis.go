@@ -104,7 +104,13 @@ func (k *kinesisBackend) open(ctx context.Context, b config.Broker) (channel.Cha
 		opts = append(opts, kinesis.WithLeaseTable(k.leases, k.leaseTable), kinesis.WithLeaseDuration(k.leaseDuration))
 	}
 	if s := b.Settings[keyKinesisStream]; s != "" {
+		if b.Retention > 0 {
+			return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not with an existing stream (%s): set its retention where it is managed", keyKinesisStream)
+		}
 		opts = append(opts, kinesis.WithStream(s))
+	}
+	if b.Retention > 0 { // sluice.dev/retention
+		opts = append(opts, kinesis.WithRetention(b.Retention))
 	}
 	return kinesis.New(ctx, b.Key(), opts...)
 }

@@ -265,6 +265,9 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 	case !configured && !standalone(e.b, b):
 		return nil, fmt.Errorf("the %s channel needs %s", name, e.b.needs())
 	}
+	if b.Retention > 0 && name == config.ChannelMemory {
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not on the %s channel: retention and replay need a durable channel (jetstream, kafka or kinesis)", name)
+	}
 	return e.b.open(ctx, b)
 }
 

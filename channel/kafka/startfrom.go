@@ -1,0 +1,263 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+var _ channel.Starter = (*Channel)(nil)
+
+// startTimeout bounds the cluster requests of ConsumeFrom.
+const startTimeout = 10 * time.Second
+
+// catchUp is what a subscription started in the past delivers besides its routed
+// records: the records below bound (per partition, the end offsets when it was created)
+// that match accepts.
+type catchUp struct {
+	bound  map[int32]int64
+	match  func(channel.Stored) bool
+	marker string      // the group whose committed offsets hold bound while catching up
+	done   atomic.Bool // every partition's commit reached bound: the marker is deleted
+}
+
+// startGroup is the consumer group whose committed offsets record, while the
+// subscription called name catches up, where its catch-up ends.
+func (c *Channel) startGroup(name string) string { return c.group(name) + "/start-from" }
+
+// ConsumeFrom opens the subscription called name like Consume; if it is new (its group
+// has no committed offset) and from is not latest, it starts at from (the topic's start
+// offsets, or the first offsets at or after from.Time) and delivers, below the topic's
+// end offsets at this first call, the records from.Match accepts as well as those routed
+// to it (channel.Starter). Re-created after Remove, it resumes from its group's commit
+// with that catch-up (the events stored while it was gone), unless from is not latest:
+// then it starts at from. Those end offsets are committed first to a group of their own
+// (<group>/start-from), read back by a later call until the catch-up is over (every
+// partition's commit past them; then that group is deleted): a process killed while
+// catching up goes on after its restart.
+func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
+	if from.Match == nil {
+		return c.Consume(ctx, name)
+	}
+	c.mu.Lock()
+	k := c.consumers[name]
+	c.mu.Unlock()
+	if k != nil {
+		return k, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, startTimeout)
+	bound, err := func() (map[int32]int64, error) {
+		if err := c.ensureTopic(actx); err != nil {
+			return nil, err
+		}
+		return c.catchUpBound(actx, name, from)
+	}()
+	cancel()
+	if err != nil && from.Latest() {
+		// As Consume, which needs no cluster to open (a broker may start before Kafka): a
+		// re-created subscription's catch-up is looked for again at its next open.
+		c.cfg.logger.Warn("kafka: cannot tell whether the subscription was removed before and must catch up; it resumes from its group's commit as after a restart",
+			"subscription", name, "group", c.group(name), "err", err)
+		return c.Consume(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka channel %s: start of subscription %s from %s: %w", c.topic, name, startName(from), channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
+	}
+	var cu *catchUp
+	if len(bound) > 0 {
+		cu = &catchUp{bound: bound, match: from.Match, marker: c.startGroup(name)}
+		c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
+			"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	if k := c.consumers[name]; k != nil {
+		return k, nil
+	}
+	k, err = newConsumer(c, name, cu)
+	if err != nil {
+		return nil, err
+	}
+	c.consumers[name] = k
+	return k, nil
+}
+
+func startName(from channel.StartFrom) string {
+	if from.Earliest {
+		return "earliest"
+	}
+	return from.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// committed returns the offsets group committed on the topic.
+func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64, error) {
+	rs, err := c.adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the offsets of group %s: %w", group, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range rs[c.topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// catchUpBound returns where the subscription's catch-up ends, per partition, or nil
+// when it has none. A subscription whose group committed before resumes without one;
+// one re-created after Remove (its removed marker is there) resumes from its commit with
+// a catch-up up to the end offsets now, or starts at from when from is not latest; a new
+// one starts at from, or as Consume when from is latest. A catch-up's bound is recorded
+// before the group's start offsets are committed, so that a crash in between is resumed
+// by the next call.
+func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (map[int32]int64, error) {
+	marker, removed, group := c.startGroup(name), c.removedGroup(name), c.group(name)
+	bound, err := c.committed(ctx, marker)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := c.committed(ctx, removed)
+	if err != nil {
+		return nil, err
+	}
+	have, err := c.committed(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	recreated := len(gone) > 0
+	switch {
+	case len(bound) > 0: // a catch-up under way
+	case len(have) > 0 && !recreated:
+		return nil, nil // it exists: it resumes where it stopped
+	case len(have) == 0 && from.Latest():
+		return nil, c.deleteGroup(ctx, removed) // new: as Consume
+	default:
+		ends, err := c.adm.ListEndOffsets(ctx, c.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing end offsets: %w", err)
+		}
+		bound = map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = o.Offset })
+		if err := c.commitOffsets(ctx, marker, bound); err != nil {
+			return nil, err
+		}
+	}
+	if !from.Latest() && (len(have) == 0 || recreated) {
+		var starts kadm.ListedOffsets
+		if from.Earliest {
+			starts, err = c.adm.ListStartOffsets(ctx, c.topic)
+		} else {
+			starts, err = c.adm.ListOffsetsAfterMilli(ctx, from.Time.UnixMilli(), c.topic)
+		}
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing start offsets: %w", err)
+		}
+		at := map[int32]int64{}
+		starts.Each(func(o kadm.ListedOffset) { at[o.Partition] = o.Offset })
+		if err := c.commitOffsets(ctx, group, at); err != nil {
+			return nil, err
+		}
+	}
+	if recreated {
+		if err := c.deleteGroup(ctx, removed); err != nil {
+			return nil, err
+		}
+	}
+	return bound, nil
+}
+
+// removedGroup is the consumer group whose existence says that the subscription called
+// name was removed (Remove) with its group kept: opened again, it catches up.
+func (c *Channel) removedGroup(name string) string { return c.group(name) + "/removed" }
+
+// markRemoved records that the subscription called name was removed: its group stays,
+// so that a trigger re-created with its name resumes where it stopped. A catch-up under
+// way is dropped: the re-created one catches up from its commit.
+func (c *Channel) markRemoved(ctx context.Context, name string) error {
+	if err := c.commitOffsets(ctx, c.removedGroup(name), map[int32]int64{0: 0}); err != nil {
+		return err
+	}
+	return c.deleteGroup(ctx, c.startGroup(name))
+}
+
+// deleteGroup deletes group; one that does not exist is no error.
+func (c *Channel) deleteGroup(ctx context.Context, group string) error {
+	if _, err := c.adm.DeleteGroup(ctx, group); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("deleting group %s: %w", group, err)
+	}
+	return nil
+}
+
+// commitOffsets commits offs on the topic for group, a group without members.
+func (c *Channel) commitOffsets(ctx context.Context, group string, offs map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, at := range offs {
+		os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1})
+	}
+	rs, err := c.adm.CommitOffsets(ctx, group, os)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("committing the offsets of group %s: %w", group, err)
+	}
+	return nil
+}
+
+// catches reports whether r, not routed to the subscription, is one of its catch-up's.
+// Called with k.mu held.
+func (k *consumer) catches(r *kgo.Record) bool {
+	cu := k.catch
+	if cu == nil || cu.done.Load() {
+		return false
+	}
+	if b, ok := cu.bound[r.Partition]; !ok || r.Offset >= b {
+		return false
+	}
+	return cu.match(channel.Stored{Event: decodeRecord(r), Time: r.Timestamp, Subscriptions: routes(r)})
+}
+
+// checkCaughtUp deletes the catch-up's marker group once the subscription's group has
+// committed, on every partition, at least its bound.
+func (k *consumer) checkCaughtUp(ctx context.Context) {
+	cu := k.catch
+	if cu == nil || cu.done.Load() {
+		return
+	}
+	have, err := k.ch.committed(ctx, k.group)
+	if err != nil {
+		return
+	}
+	for p, b := range cu.bound {
+		if have[p] < b {
+			return
+		}
+	}
+	if _, err := k.ch.adm.DeleteGroup(ctx, cu.marker); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		k.ch.log.Warn("catchup", "kafka: cannot delete the catch-up marker group; retrying", "group", cu.marker, "err", err)
+		return
+	}
+	cu.done.Store(true)
+	k.ch.cfg.logger.Info("kafka: subscription caught up with the events stored before it existed", "subscription", k.name, "group", k.group)
+}

@@ -1,0 +1,197 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
+	"github.com/sluice-broker/sluice/channel/kafka"
+)
+
+// evenIDs is the Match of the tests below: events "eN" with an even N that were not only
+// dead-lettered.
+func evenIDs(st channel.Stored) bool {
+	if len(st.Subscriptions) == 1 && strings.HasSuffix(st.Subscriptions[0], "/dead-letter") {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(st.Event.ID, "e"))
+	return err == nil && n%2 == 0
+}
+
+// receiveIDs acknowledges what k hands out until every id of want came, failing on an id
+// not in allowed; deliveries are at-least-once, so an allowed id may come twice. It then
+// keeps taking messages for settle, failing on any id not in allowed.
+func receiveIDs(t *testing.T, k channel.Consumer, settle time.Duration, allowed []string, want ...string) {
+	t.Helper()
+	exp := map[string]bool{}
+	for _, id := range allowed {
+		exp[id] = true
+	}
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for !hasAll(seen, want) {
+		m, err := k.Receive(ctx)
+		if err != nil {
+			t.Fatalf("got %v of %v: %v", seen, want, err)
+		}
+		id := m.Event().ID
+		_ = m.Ack()
+		if !exp[id] {
+			t.Fatalf("got %s, not among %v", id, allowed)
+		}
+		seen[id] = true
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), settle)
+	defer scancel()
+	for {
+		m, err := k.Receive(sctx)
+		if err != nil {
+			return
+		}
+		_ = m.Ack()
+		if id := m.Event().ID; !exp[id] {
+			t.Fatalf("then got %s, not among %v", id, allowed)
+		}
+	}
+}
+
+func hasAll(seen map[string]bool, want []string) bool {
+	for _, id := range want {
+		if !seen[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestConsumeFromCatchesUp: a subscription new to the channel opened with ConsumeFrom
+// earliest gets the stored events Match accepts (routed elsewhere before it existed),
+// then the events routed to it; closed halfway through its catch-up and opened again
+// (a restart), it goes on with what it had not acknowledged; a time start skips what was
+// stored before; a subscription that exists resumes without a catch-up.
+func TestConsumeFromCatchesUp(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	for i := range 10 {
+		channeltest.Publish(t, c, []string{"other"}, ev(fmt.Sprintf("e%d", i)))
+	}
+	channeltest.Publish(t, c, []string{"other/dead-letter"}, ev("e20")) // a dead letter: not the new one's
+	mid := time.Now()
+	time.Sleep(20 * time.Millisecond) // the records after mid have a later timestamp
+	channeltest.Publish(t, c, []string{"other"}, ev("e10"), ev("e11"))
+
+	from := channel.StartFrom{Earliest: true, Match: evenIDs}
+	k, err := c.ConsumeFrom(ctx, "new", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"new"}, ev("live1"))
+	channeltest.Publish(t, c, []string{"other"}, ev("e12")) // after it exists: routing decides
+	wantNew := []string{"e0", "e2", "e4", "e6", "e8", "e10", "live1"}
+	first := channeltest.ReceiveN(t, k, 3, 30*time.Second)
+	for _, m := range first {
+		if id := m.Event().ID; !strings.Contains(" "+strings.Join(wantNew, " ")+" ", " "+id+" ") {
+			t.Fatalf("got %s, not among %v", id, wantNew)
+		}
+	}
+	channeltest.AckAll(t, first)
+	if err := k.Close(); err != nil { // a restart before the catch-up is over
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "new", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the first three were not: the rest comes after the restart (and perhaps some
+	// of those again, at-least-once).
+	got := map[string]bool{}
+	for _, m := range first {
+		got[m.Event().ID] = true
+	}
+	var rest []string
+	for _, id := range wantNew {
+		if !got[id] {
+			rest = append(rest, id)
+		}
+	}
+	receiveIDs(t, k, time.Second, wantNew, rest...)
+	_ = k.Close()
+
+	// A time start: only what was stored at or after it.
+	kt, err := c.ConsumeFrom(ctx, "timed", channel.StartFrom{Time: mid, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveIDs(t, kt, time.Second, []string{"e10", "e12"}, "e10", "e12")
+	_ = kt.Close()
+
+	// It exists now: opened again from earliest, it resumes (nothing more).
+	kt, err = c.ConsumeFrom(ctx, "timed", channel.StartFrom{Earliest: true, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.ExpectNothing(t, kt, 2*time.Second)
+	_ = kt.Close()
+}
+
+// TestRecreatedResumes: a subscription removed and opened again with the same name
+// resumes where it stopped: it gets the events Match accepts that were stored while it
+// was gone, and nothing it had acknowledged; re-created with a start of earliest, it
+// starts there instead.
+func TestRecreatedResumes(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	latest := channel.StartFrom{Match: evenIDs}
+	k, err := c.ConsumeFrom(ctx, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"re"}, ev("e0"), ev("e1"))
+	channeltest.AckAll(t, channeltest.ReceiveN(t, k, 2, 30*time.Second))
+	if err := c.Remove(ctx, "re"); err != nil { // closes k, committing
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, ev("e2"), ev("e3"), ev("e4")) // while it is gone
+
+	k, err = c.ConsumeFrom(ctx, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"re"}, ev("e5"))
+	receiveIDs(t, k, time.Second, []string{"e2", "e4", "e5"}, "e2", "e4", "e5")
+	if err := c.Remove(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "re", channel.StartFrom{Earliest: true, Match: evenIDs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveIDs(t, k, time.Second, []string{"e0", "e1", "e2", "e4", "e5"}, "e0", "e1", "e2", "e4", "e5") // its own (routed) ones again, and the matching others
+}
+
+// TestConsumeFromUnreachable: with the cluster unreachable, ConsumeFrom latest opens the
+// subscription as Consume does (a broker may start before Kafka), while a start in the
+// past fails with ErrUnavailable, within the start bound.
+func TestConsumeFromUnreachable(t *testing.T) {
+	c, err := kafka.New(channeltest.Ctx(t, 5*time.Second), "ns/down", kafka.WithSeedBrokers(refusedAddr(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	k, err := c.ConsumeFrom(ctx, "latest", channel.StartFrom{Match: evenIDs})
+	if err != nil {
+		t.Fatalf("ConsumeFrom latest on an unreachable cluster: %v", err)
+	}
+	_ = k.Close()
+	if _, err := c.ConsumeFrom(ctx, "earliest", channel.StartFrom{Earliest: true, Match: evenIDs}); !errors.Is(err, channel.ErrUnavailable) {
+		t.Fatalf("ConsumeFrom earliest on an unreachable cluster: %v, want ErrUnavailable", err)
+	}
+}
