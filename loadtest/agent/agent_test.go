@@ -204,3 +204,37 @@ func TestAgentRefusesBadRuns(t *testing.T) {
 		})
 	}
 }
+
+// A result whose histograms another geometry would be merged with losses is refused,
+// naming the histogram; the agent's own encoding is accepted.
+func TestResultDecodeRefusesForeignHistograms(t *testing.T) {
+	enc := func(h *hdrhistogram.Histogram) string {
+		b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	own := enc(stats.NewHist())
+	wider := hdrhistogram.New(1, 3_600_000_000, 3) // up to an hour
+	_ = wider.RecordValue(3_000_000_000)
+	tests := []struct {
+		name      string
+		hist, lag string
+		want      string // "" = accepted
+	}{
+		{"own geometry", own, own, ""},
+		{"wider latency range", enc(wider), own, "latency histogram: range 1–3600000000"},
+		{"coarser lag", own, enc(hdrhistogram.New(1, 600_000_000, 2)), "lag histogram"},
+		{"not a histogram", "AAAA", own, "latency histogram"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Result{Result: &load.Result{}, HistEncoded: tt.hist, LagHistEncoded: tt.lag}
+			err := r.decode()
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("decode: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
