@@ -238,3 +238,36 @@ func TestResultDecodeRefusesForeignHistograms(t *testing.T) {
 		})
 	}
 }
+
+// FuzzResultDecode: whatever an agent answers on /result, reading it neither panics nor
+// yields histograms of another geometry than the controller merges into.
+func FuzzResultDecode(f *testing.F) {
+	r := &load.Result{Requests: 3, Hist: stats.NewHist(), LagHist: stats.NewHist()}
+	stats.Record(r.Hist, 3*time.Millisecond)
+	stats.Record(r.LagHist, time.Microsecond)
+	good, err := encodeResult(r)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"requests":1,"hist":"","lag_hist":""}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got Result
+		if err := json.Unmarshal(body, &got); err != nil {
+			return
+		}
+		if err := got.decode(); err != nil {
+			return
+		}
+		want := stats.NewHist()
+		for _, h := range []*hdrhistogram.Histogram{got.Hist, got.LagHist} {
+			if h.HighestTrackableValue() != want.HighestTrackableValue() || h.SignificantFigures() != want.SignificantFigures() {
+				t.Fatalf("decoded a histogram of another geometry")
+			}
+			if dropped := want.Merge(h); dropped != 0 {
+				t.Fatalf("merge dropped %d values", dropped)
+			}
+		}
+	})
+}
