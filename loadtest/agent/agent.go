@@ -20,6 +20,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/sluice-broker/sluice/loadtest/load"
+	"github.com/sluice-broker/sluice/loadtest/stats"
 )
 
 // Spec is the run an agent is asked to make: the `sluice load` flags, its share of
@@ -187,13 +188,28 @@ func (r *Result) decode() error {
 		return errors.New("empty result")
 	}
 	var err error
-	if r.Hist, err = hdrhistogram.Decode([]byte(r.HistEncoded)); err != nil {
-		return fmt.Errorf("latency histogram: %w", err)
+	if r.Hist, err = decodeHist("latency", r.HistEncoded); err != nil {
+		return err
 	}
-	if r.LagHist, err = hdrhistogram.Decode([]byte(r.LagHistEncoded)); err != nil {
-		return fmt.Errorf("lag histogram: %w", err)
+	r.LagHist, err = decodeHist("lag", r.LagHistEncoded)
+	return err
+}
+
+// decodeHist decodes an agent's histogram and refuses one whose range or precision is
+// not stats.NewHist's: merging it would drop the values outside the range, or blur them.
+func decodeHist(what, encoded string) (*hdrhistogram.Histogram, error) {
+	h, err := hdrhistogram.Decode([]byte(encoded))
+	if err != nil {
+		return nil, fmt.Errorf("%s histogram: %w", what, err)
 	}
-	return nil
+	want := stats.NewHist()
+	if h.LowestTrackableValue() != want.LowestTrackableValue() || h.HighestTrackableValue() != want.HighestTrackableValue() ||
+		h.SignificantFigures() != want.SignificantFigures() {
+		return nil, fmt.Errorf("%s histogram: range %d–%d µs at %d significant digits, want %d–%d at %d (an agent of another version?)", what,
+			h.LowestTrackableValue(), h.HighestTrackableValue(), h.SignificantFigures(),
+			want.LowestTrackableValue(), want.HighestTrackableValue(), want.SignificantFigures())
+	}
+	return h, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/sluice-broker/sluice/loadtest/cevent"
 	"github.com/sluice-broker/sluice/loadtest/load"
@@ -98,31 +101,83 @@ func TestControllerSplitsAndMerges(t *testing.T) {
 	}
 }
 
-// Merge equals the union: the merged latency summary is that of all the agents'
-// values recorded into one histogram.
+// Merge equals the union: each agent's histograms go over the wire as the agent
+// sends them (encodeResult, JSON, decode), and the merged latency and lag histograms
+// hold, bucket by bucket, the counts of all the agents' values recorded into one.
 func TestMergeEqualsUnion(t *testing.T) {
-	union := stats.NewHist()
-	var rs []*Result
-	for i := range 3 {
-		r := &load.Result{Requests: 1000, OK: 990, Hist: stats.NewHist(), LagHist: stats.NewHist(),
-			StatusCodes: map[string]uint64{"202": 990, "503": 10}, Rate: 100, IntendedRate: 100,
-			Seconds: []stats.LoadSecond{{T: 0, Intended: 100, Sent: 100, Done: 100, OK: 99}}}
-		for v := range 1000 {
-			d := time.Duration(v*(i+1)) * 10 * time.Microsecond
-			stats.Record(r.Hist, d)
-			stats.Record(union, d)
+	tests := []struct {
+		name   string
+		agents int
+		value  func(agent, v int) time.Duration
+	}{
+		{"overlapping", 3, func(a, v int) time.Duration { return time.Duration(v*(a+1)) * 10 * time.Microsecond }},
+		{"disjoint", 3, func(a, v int) time.Duration { return time.Duration(a)*time.Second + time.Duration(v)*time.Microsecond }},
+		{"out of range", 2, func(a, v int) time.Duration { return []time.Duration{0, time.Hour}[(a+v)%2] }},
+		{"one agent", 1, func(_, v int) time.Duration { return time.Duration(v) * time.Millisecond }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			union, lagUnion := stats.NewHist(), stats.NewHist()
+			var rs []*Result
+			for a := range tt.agents {
+				r := &load.Result{Requests: 1000, OK: 990, Hist: stats.NewHist(), LagHist: stats.NewHist(),
+					StatusCodes: map[string]uint64{"202": 990, "503": 10}, Rate: 100, IntendedRate: 100,
+					Seconds: []stats.LoadSecond{{T: 0, Intended: 100, Sent: 100, Done: 100, OK: 99}}}
+				for v := range 1000 {
+					d := tt.value(a, v)
+					stats.Record(r.Hist, d)
+					stats.Record(union, d)
+					stats.Record(r.LagHist, d/3)
+					stats.Record(lagUnion, d/3)
+				}
+				body, err := encodeResult(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got Result
+				if err := json.Unmarshal(body, &got); err != nil {
+					t.Fatal(err)
+				}
+				if err := got.decode(); err != nil {
+					t.Fatal(err)
+				}
+				rs = append(rs, &got)
+			}
+			m := Merge(rs)
+			sameBuckets(t, "latency", m.Hist, union)
+			sameBuckets(t, "lag", m.LagHist, lagUnion)
+			if m.Latency != stats.Summarize(union) || m.Lag != stats.Summarize(lagUnion) {
+				t.Errorf("latency %+v lag %+v, want %+v %+v", m.Latency, m.Lag, stats.Summarize(union), stats.Summarize(lagUnion))
+			}
+			n := uint64(tt.agents)
+			if m.Requests != 1000*n || m.OK != 990*n || m.StatusCodes["503"] != 10*n || m.Rate != 100*float64(n) || m.IntendedRate != 100*float64(n) {
+				t.Errorf("totals %+v", m)
+			}
+			if len(m.Seconds) != 1 || m.Seconds[0].Intended != 100*n || m.Seconds[0].OK != 99*n {
+				t.Errorf("seconds %+v", m.Seconds)
+			}
+		})
+	}
+}
+
+// sameBuckets fails unless got and want have one geometry and the same count in
+// every bucket.
+func sameBuckets(t *testing.T, what string, got, want *hdrhistogram.Histogram) {
+	t.Helper()
+	g, w := got.Export(), want.Export()
+	if g.LowestTrackableValue != w.LowestTrackableValue || g.HighestTrackableValue != w.HighestTrackableValue ||
+		g.SignificantFigures != w.SignificantFigures || len(g.Counts) != len(w.Counts) {
+		t.Fatalf("%s: geometry %d..%d/%d with %d buckets, want %d..%d/%d with %d", what,
+			g.LowestTrackableValue, g.HighestTrackableValue, g.SignificantFigures, len(g.Counts),
+			w.LowestTrackableValue, w.HighestTrackableValue, w.SignificantFigures, len(w.Counts))
+	}
+	for i := range g.Counts {
+		if g.Counts[i] != w.Counts[i] {
+			t.Fatalf("%s: bucket %d holds %d, want %d", what, i, g.Counts[i], w.Counts[i])
 		}
-		rs = append(rs, &Result{Result: r})
 	}
-	m := Merge(rs)
-	if m.Latency != stats.Summarize(union) {
-		t.Errorf("latency %+v, want %+v", m.Latency, stats.Summarize(union))
-	}
-	if m.Requests != 3000 || m.OK != 2970 || m.StatusCodes["503"] != 30 || m.Rate != 300 || m.IntendedRate != 300 {
-		t.Errorf("totals %+v", m)
-	}
-	if len(m.Seconds) != 1 || m.Seconds[0].Intended != 300 || m.Seconds[0].OK != 297 {
-		t.Errorf("seconds %+v", m.Seconds)
+	if got.TotalCount() != want.TotalCount() {
+		t.Fatalf("%s: %d values, want %d", what, got.TotalCount(), want.TotalCount())
 	}
 }
 
@@ -148,4 +203,71 @@ func TestAgentRefusesBadRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A result whose histograms another geometry would be merged with losses is refused,
+// naming the histogram; the agent's own encoding is accepted.
+func TestResultDecodeRefusesForeignHistograms(t *testing.T) {
+	enc := func(h *hdrhistogram.Histogram) string {
+		b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	own := enc(stats.NewHist())
+	wider := hdrhistogram.New(1, 3_600_000_000, 3) // up to an hour
+	_ = wider.RecordValue(3_000_000_000)
+	tests := []struct {
+		name      string
+		hist, lag string
+		want      string // "" = accepted
+	}{
+		{"own geometry", own, own, ""},
+		{"wider latency range", enc(wider), own, "latency histogram: range 1–3600000000"},
+		{"coarser lag", own, enc(hdrhistogram.New(1, 600_000_000, 2)), "lag histogram"},
+		{"not a histogram", "AAAA", own, "latency histogram"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Result{Result: &load.Result{}, HistEncoded: tt.hist, LagHistEncoded: tt.lag}
+			err := r.decode()
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("decode: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzResultDecode: whatever an agent answers on /result, reading it neither panics nor
+// yields histograms of another geometry than the controller merges into.
+func FuzzResultDecode(f *testing.F) {
+	r := &load.Result{Requests: 3, Hist: stats.NewHist(), LagHist: stats.NewHist()}
+	stats.Record(r.Hist, 3*time.Millisecond)
+	stats.Record(r.LagHist, time.Microsecond)
+	good, err := encodeResult(r)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"requests":1,"hist":"","lag_hist":""}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got Result
+		if err := json.Unmarshal(body, &got); err != nil {
+			return
+		}
+		if err := got.decode(); err != nil {
+			return
+		}
+		want := stats.NewHist()
+		for _, h := range []*hdrhistogram.Histogram{got.Hist, got.LagHist} {
+			if h.HighestTrackableValue() != want.HighestTrackableValue() || h.SignificantFigures() != want.SignificantFigures() {
+				t.Fatalf("decoded a histogram of another geometry")
+			}
+			if dropped := want.Merge(h); dropped != 0 {
+				t.Fatalf("merge dropped %d values", dropped)
+			}
+		}
+	})
 }

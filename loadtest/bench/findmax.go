@@ -65,11 +65,10 @@ type MaxSearch struct {
 	Steps     []SearchStep `json:"steps"`
 }
 
-// validate checks a search's parameters, naming the flag behind each.
+// validate checks a search's parameters, naming the flag behind each. The objectives
+// are FindMax's to check: Run's caller may judge steps its own way.
 func (s Search) validate() error {
 	switch {
-	case len(s.Objectives) == 0:
-		return errors.New("find-max: --slo is required: the objectives each rate must hold")
 	case !(s.Start >= 1) || math.IsInf(s.Start, 0):
 		return fmt.Errorf("find-max: --start-rate %g: want at least 1 request/s", s.Start)
 	case !(s.Precision > 0 && s.Precision <= 1):
@@ -82,12 +81,18 @@ func (s Search) validate() error {
 	return nil
 }
 
-// trial runs one step at rate and judges it; number counts steps from 1.
-type trial func(ctx context.Context, number int, rate float64) (SearchStep, error)
+// Trial runs one step of a search at rate (requests/s) and judges it; number counts
+// steps from 1. FindMax's trial is a bench run judged by the objectives; `make bench`
+// (scripts/benchsuite) brings its own, a broker step judged by its pass criteria.
+type Trial func(ctx context.Context, number int, rate float64) (SearchStep, error)
 
-// search is the rate controller: ramp, then bisect, within the step budget. It returns
-// the search so far when try fails or ctx ends, with the error.
-func search(ctx context.Context, s Search, try trial) (*MaxSearch, error) {
+// Run is the rate controller: ramp, then bisect, within the step budget, calling try
+// for each step. s.Objectives only names the objectives in the result (try judges).
+// It returns the search so far when try fails or ctx ends, with the error.
+func (s Search) Run(ctx context.Context, try Trial) (*MaxSearch, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
 	fm := &MaxSearch{Start: s.Start, Precision: s.Precision, MaxSteps: s.MaxSteps, StepDuration: s.StepDuration}
 	var texts []string
 	for _, o := range s.Objectives {
@@ -154,6 +159,9 @@ loop:
 // returns the result of the highest passing step — or of the last step, if none passed —
 // with the search in Result.FindMax.
 func FindMax(ctx context.Context, o Options, s Search) (*Result, error) {
+	if len(s.Objectives) == 0 {
+		return nil, errors.New("find-max: --slo is required: the objectives each rate must hold")
+	}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -201,7 +209,7 @@ func FindMax(ctx context.Context, o Options, s Search) (*Result, error) {
 		}
 		return st, nil
 	}
-	fm, err := search(ctx, s, try)
+	fm, err := s.Run(ctx, try)
 	fm.MaxEvents = fm.Max * epr
 	res := best
 	if res == nil {

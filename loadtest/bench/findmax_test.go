@@ -13,7 +13,7 @@ import (
 
 // kneeTarget is a fake target: a rate passes when it is at most knee, and the generator
 // falls short of any rate above saturate (0: never), sending saturate requests/s.
-func kneeTarget(knee, saturate float64, tried *[]float64) trial {
+func kneeTarget(knee, saturate float64, tried *[]float64) Trial {
 	return func(_ context.Context, n int, rate float64) (SearchStep, error) {
 		*tried = append(*tried, rate)
 		st := SearchStep{Step: n, Rate: rate, Events: rate, Achieved: rate, Pass: rate <= knee}
@@ -60,7 +60,7 @@ func TestSearchFindsTheKneeWithinPrecisionAndBudget(t *testing.T) {
 			var seen []SearchStep
 			s := Search{Objectives: objs, Start: tc.start, Precision: tc.prec, MaxSteps: tc.budget,
 				StepDuration: time.Second, OnStep: func(st SearchStep) { seen = append(seen, st) }}
-			fm, err := search(context.Background(), s, kneeTarget(tc.knee, tc.saturate, &tried))
+			fm, err := s.Run(context.Background(), kneeTarget(tc.knee, tc.saturate, &tried))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestSearchStopsOnAnErrorOrCancellation(t *testing.T) {
 	objs, _ := slo.Parse("loss=0")
 	s := Search{Objectives: objs, Start: 100, Precision: 0.05, MaxSteps: 20, StepDuration: time.Second}
 	boom := errors.New("boom")
-	fm, err := search(context.Background(), s, func(_ context.Context, n int, rate float64) (SearchStep, error) {
+	fm, err := s.Run(context.Background(), func(_ context.Context, n int, rate float64) (SearchStep, error) {
 		if n == 3 {
 			return SearchStep{}, boom
 		}
@@ -126,7 +126,7 @@ func TestSearchStopsOnAnErrorOrCancellation(t *testing.T) {
 		t.Errorf("error %v, %d steps, max %g; want boom after 2 steps, max 200", err, len(fm.Steps), fm.Max)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	fm, err = search(ctx, s, func(_ context.Context, n int, rate float64) (SearchStep, error) {
+	fm, err = s.Run(ctx, func(_ context.Context, n int, rate float64) (SearchStep, error) {
 		cancel()
 		return SearchStep{Step: n, Rate: rate, Pass: true}, nil
 	})

@@ -10,32 +10,83 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// The histogram of the union equals the merge of the parts, percentile by percentile.
+// The histogram of the union equals the merge of the parts: bucket by bucket, and so
+// in every percentile and summary figure.
 func TestHistMergeEqualsUnion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	union := NewHist()
-	parts := []*hdrhistogram.Histogram{NewHist(), NewHist(), NewHist()}
-	for i := range 30000 {
-		d := time.Duration(rng.ExpFloat64()*float64(2*time.Millisecond)) + time.Duration(i%7)*time.Microsecond
-		Record(parts[i%3], d)
-		Record(union, d)
+	tests := []struct {
+		name  string
+		parts int
+		n     int
+		value func(i int) (part int, d time.Duration) // the i-th value and the part it goes to
+	}{
+		{"exponential, round robin", 3, 30000, func(i int) (int, time.Duration) {
+			return i % 3, time.Duration(rng.ExpFloat64()*float64(2*time.Millisecond)) + time.Duration(i%7)*time.Microsecond
+		}},
+		{"disjoint ranges", 3, 3000, func(i int) (int, time.Duration) {
+			return i % 3, time.Duration(i%3)*time.Second + time.Duration(i)*time.Microsecond
+		}},
+		{"clamped at both ends", 3, 300, func(i int) (int, time.Duration) {
+			return i % 3, []time.Duration{0, time.Hour, 123 * time.Microsecond}[i%3]
+		}},
+		{"one part empty", 3, 1000, func(i int) (int, time.Duration) { return i % 2, time.Duration(i) * time.Microsecond }},
+		{"single part", 1, 1000, func(int) (int, time.Duration) { return 0, time.Duration(rng.IntN(5_000_000)) * time.Microsecond }},
 	}
-	merged := NewHist()
-	for _, h := range parts {
-		if dropped := merged.Merge(h); dropped != 0 {
-			t.Fatalf("merge dropped %d values", dropped)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			union := NewHist()
+			parts := make([]*hdrhistogram.Histogram, tt.parts)
+			for i := range parts {
+				parts[i] = NewHist()
+			}
+			for i := range tt.n {
+				p, d := tt.value(i)
+				Record(parts[p], d)
+				Record(union, d)
+			}
+			merged := NewHist()
+			for _, h := range parts {
+				if dropped := merged.Merge(h); dropped != 0 {
+					t.Fatalf("merge dropped %d values", dropped)
+				}
+			}
+			if merged.TotalCount() != int64(tt.n) {
+				t.Errorf("count %d, want %d", merged.TotalCount(), tt.n)
+			}
+			assertHistEqual(t, merged, union)
+		})
+	}
+}
+
+// assertHistEqual fails unless got and want hold the same count in every bucket.
+func assertHistEqual(t *testing.T, got, want *hdrhistogram.Histogram) {
+	t.Helper()
+	g, w := got.Export(), want.Export()
+	if g.LowestTrackableValue != w.LowestTrackableValue || g.HighestTrackableValue != w.HighestTrackableValue || g.SignificantFigures != w.SignificantFigures {
+		t.Fatalf("geometry %d..%d/%d, want %d..%d/%d", g.LowestTrackableValue, g.HighestTrackableValue, g.SignificantFigures,
+			w.LowestTrackableValue, w.HighestTrackableValue, w.SignificantFigures)
+	}
+	if len(g.Counts) != len(w.Counts) {
+		t.Fatalf("%d buckets, want %d", len(g.Counts), len(w.Counts))
+	}
+	for i := range g.Counts {
+		if g.Counts[i] != w.Counts[i] {
+			t.Fatalf("bucket %d: count %d, want %d", i, g.Counts[i], w.Counts[i])
 		}
 	}
-	if merged.TotalCount() != union.TotalCount() || merged.Min() != union.Min() || merged.Max() != union.Max() {
-		t.Fatalf("count/min/max %d %d %d, want %d %d %d", merged.TotalCount(), merged.Min(), merged.Max(), union.TotalCount(), union.Min(), union.Max())
+	if !got.Equals(want) {
+		t.Fatal("histograms differ (Equals)")
+	}
+	if got.TotalCount() != want.TotalCount() || got.Min() != want.Min() || got.Max() != want.Max() {
+		t.Fatalf("count/min/max %d %d %d, want %d %d %d", got.TotalCount(), got.Min(), got.Max(), want.TotalCount(), want.Min(), want.Max())
 	}
 	for q := 0.0; q <= 100; q += 0.01 {
-		if g, w := merged.ValueAtQuantile(q), union.ValueAtQuantile(q); g != w {
+		if g, w := got.ValueAtQuantile(q), want.ValueAtQuantile(q); g != w {
 			t.Fatalf("p%g = %d, want %d", q, g, w)
 		}
 	}
-	if Summarize(merged) != Summarize(union) {
-		t.Errorf("summary %+v, want %+v", Summarize(merged), Summarize(union))
+	if Summarize(got) != Summarize(want) {
+		t.Errorf("summary %+v, want %+v", Summarize(got), Summarize(want))
 	}
 }
 

@@ -11,12 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-broker/sluice/loadtest/bench"
 )
 
 // The batch scenario: opt-in batched delivery (a trigger annotated
 // sluice.dev/delivery-batch: N, docs/delivery.md) at N = 1, 10 and 100, each at a fresh
 // memory broker with one trigger, driven at one fixed rate so the rows compare, then a
-// short ramp upward from that rate for the highest rate each N sustains. The suite's
+// short search (loadtest/bench's, as for the scenarios' sustained rates) from that
+// rate for the highest rate each N sustains. The suite's
 // receiver takes application/cloudevents-batch+json and counts every event of a batch;
 // delivery POSTs are counted by the broker (sluice_delivery_attempts_total toward the
 // subscriber, read from /metrics before and after the run).
@@ -41,14 +44,16 @@ type batchResult struct {
 	Rate     float64 `json:"rate"`
 	RateFrom string  `json:"rate_from"`
 	Wait     string  `json:"batch_wait"`
-	// RampFactor and RampSteps are the short ramp's: ×RampFactor per step, at most
+	// SearchPrecision and RampSteps are the short search's (searchPlan): it doubles
+	// the rate from the fixed-rate run until a step fails, then bisects until the
+	// failing rate is within SearchPrecision (a fraction) of the passing one, in at most
 	// RampSteps steps counting the fixed-rate run.
-	RampFactor float64    `json:"ramp_factor"`
-	RampSteps  int        `json:"ramp_max_steps"`
-	Rows       []batchRow `json:"rows"`
+	SearchPrecision float64    `json:"search_precision"`
+	RampSteps       int        `json:"ramp_max_steps"`
+	Rows            []batchRow `json:"rows"`
 }
 
-// batchRow is one N: the run at the fixed rate, then the short ramp above it.
+// batchRow is one N: the run at the fixed rate, then the short search above it.
 type batchRow struct {
 	N      int    `json:"n"`
 	NotRun string `json:"not_run,omitempty"`
@@ -68,12 +73,13 @@ type batchRow struct {
 	CPUPerDeliveredUS float64 `json:"broker_cpu_us_per_delivered_event"`
 	// Ramp is every step, the fixed-rate run first; Sustained the highest rate of a
 	// passing step with every step at or below it passing (0: none).
-	// SustainedAtLeast is set when no step failed: the ramp ended at its step limit, so
+	// SustainedAtLeast is set when no step failed: the search ended at its step limit, so
 	// Sustained is a lower bound.
-	Ramp             []stepResult `json:"ramp"`
-	Sustained        float64      `json:"sustained_rate"`
-	SustainedAtLeast bool         `json:"sustained_at_least,omitempty"`
-	PeakRSS          int64        `json:"broker_peak_rss_bytes"`
+	Ramp             []stepResult     `json:"ramp"`
+	FindMax          *bench.MaxSearch `json:"find_max,omitempty"`
+	Sustained        float64          `json:"sustained_rate"`
+	SustainedAtLeast bool             `json:"sustained_at_least,omitempty"`
+	PeakRSS          int64            `json:"broker_peak_rss_bytes"`
 }
 
 // lost is every event lost in the row's runs.
@@ -98,14 +104,14 @@ func batchRate(mem *scenarioResult, def float64) (float64, string) {
 	return def, "the default (the memory scenario has no sustained rate in this run)"
 }
 
-// batchRamp is the short ramp above the fixed rate: ×1.3 per step until a step fails,
-// no fine phase. --quick: one step at twice the rate.
-func (s *suite) batchRamp(rate float64) rampPlan {
-	rp := rampPlan{Start: rate, Coarse: 1.3, Fine: 0, MaxRate: 200000, MaxSteps: 7, Floor: 1}
+// batchSearch is the short search from the fixed rate: doubling until a step fails,
+// then bisecting to within 30%, at most 7 steps. --quick: one step at twice the rate.
+func (s *suite) batchSearch(rate float64) searchPlan {
+	p := searchPlan{Start: rate, Precision: 0.3, MaxSteps: 7}
 	if s.o.quick {
-		rp.Coarse, rp.MaxSteps = 2, 2
+		p.Precision, p.MaxSteps = 1, 2
 	}
-	return rp
+	return p
 }
 
 // batch runs the batch scenario.
@@ -116,8 +122,8 @@ func (s *suite) batch(ctx context.Context, mem *scenarioResult) *batchResult {
 	}
 	br := &batchResult{Wait: batchWait}
 	br.Rate, br.RateFrom = batchRate(mem, def)
-	rp := s.batchRamp(br.Rate)
-	br.RampFactor, br.RampSteps = rp.Coarse, rp.MaxSteps
+	sp := s.batchSearch(br.Rate)
+	br.SearchPrecision, br.RampSteps = sp.Precision, sp.MaxSteps
 	for _, n := range batchSizes {
 		if ctx.Err() != nil {
 			break
@@ -171,8 +177,8 @@ func (s *suite) batchOne(ctx context.Context, n int, rate float64) batchRow {
 	row.Step = st
 	skip := int(math.Ceil(warm.Seconds()))
 	row.fill(meanDeliveryRate(deliveredPerSecond(res), skip, skip+int(s.p.Half/time.Second)), posts1-posts0)
-	if row.Ramp, err = s.rampSteps(ctx, t, sc.Name, s.batchRamp(rate), []stepResult{st}); err != nil {
-		row.Error = "ramp: " + err.Error()
+	if row.Ramp, row.FindMax, err = s.search(ctx, t, sc.Name, s.batchSearch(rate), &st); err != nil {
+		row.Error = "search: " + err.Error()
 	}
 	row.setSustained()
 	if !b.Alive() {

@@ -147,7 +147,7 @@ func (s *suite) floorLayout(ctx context.Context, fr *floorResult, nginx string, 
 	if fr.NginxSteps == nil {
 		s.logf("floor: ramp nginx (%s)", layout)
 		nsc := scenario{Name: "nginx", StartRate: 2000}
-		if fr.NginxSteps, err = s.ramp(ctx, tn, nsc); err != nil {
+		if fr.NginxSteps, _, err = s.ramp(ctx, tn, nsc); err != nil {
 			return fmt.Errorf("floor: nginx ramp: %w", err)
 		}
 		if i := sustained(fr.NginxSteps); i >= 0 {

@@ -1,7 +1,8 @@
 // Command benchsuite is `make bench`: the whole-system benchmark of Sluice on one
 // machine. For each scenario (direct, memory, fanout, filter, jetstream, kafka) it
 // starts `sluice serve` with a generated Knative config on 127.0.0.1, finds the highest
-// sustained rate with an adaptive ramp of constant-rate steps (load generator and
+// sustained rate with the search `sluice bench --find-max` runs (loadtest/bench's rate
+// controller: constant-rate steps, doubling, then bisecting; load generator and
 // receivers in this process, as `sluice bench` runs them), measures latency at half
 // that rate, samples the broker's CPU and peak RSS from /proc, then runs batched
 // delivery at N = 1, 10 and 100 events per POST (batch), the overload scenario (2× and
@@ -217,10 +218,10 @@ const primeDuration = 3 * time.Second
 var (
 	fullPlan = plan{Step: 4 * time.Second, StepWarmup: time.Second, Settle: 5 * time.Second,
 		Half: 15 * time.Second, Overload: 10 * time.Second, Reference: 8 * time.Second, Pairs: 3, Capacity: 12 * time.Second,
-		Coarse: 1.5, Fine: 1.1, MaxSteps: 14}
+		Precision: 0.1, MaxSteps: 14}
 	quickPlan = plan{Step: time.Second, StepWarmup: 500 * time.Millisecond, Settle: 2 * time.Second,
 		Half: 2 * time.Second, Overload: 3 * time.Second, Reference: 2 * time.Second, Pairs: 3, Capacity: 3 * time.Second,
-		Coarse: 2, Fine: 0, MaxSteps: 4}
+		Precision: 1, MaxSteps: 4}
 )
 
 // scenario ramps one scenario and measures latency at half its sustained rate.
@@ -274,7 +275,7 @@ func (s *suite) scenario(ctx context.Context, sc scenario) scenarioResult {
 		}
 	}
 	var err2 error
-	if sr.Steps, err2 = s.ramp(ctx, t, sc); err2 != nil {
+	if sr.Steps, sr.FindMax, err2 = s.ramp(ctx, t, sc); err2 != nil {
 		sr.Error = err2.Error()
 	}
 	if t.Broker != nil && !t.Broker.Alive() {
@@ -439,38 +440,11 @@ func (s *suite) channelFlags(sc scenario, dir string) ([]string, string) {
 	return nil, ""
 }
 
-// ramp runs the adaptive ramp of constant-rate steps against t and returns its steps.
-func (s *suite) ramp(ctx context.Context, t target, sc scenario) ([]stepResult, error) {
-	s.logf("%s: ramp from %.0f events/s", sc.Name, sc.StartRate)
-	rp := rampPlan{Start: sc.StartRate, Coarse: s.p.Coarse, Fine: s.p.Fine, MaxRate: 100000, MaxSteps: s.p.MaxSteps, Floor: 8}
-	return s.rampSteps(ctx, t, sc.Name, rp, nil)
-}
-
-// rampSteps runs the ramp rp against t after the steps already run (seed, judged), and
-// returns them all.
-func (s *suite) rampSteps(ctx context.Context, t target, name string, rp rampPlan, seed []stepResult) ([]stepResult, error) {
-	steps := append([]stepResult(nil), seed...)
-	for ctx.Err() == nil {
-		rate, done := nextRate(steps, rp)
-		if done {
-			break
-		}
-		st, _, err := runStep(ctx, t, stepSpec{Rate: rate, Duration: s.p.Step, Warmup: s.p.StepWarmup, Settle: s.p.Settle})
-		if err != nil {
-			return steps, err
-		}
-		st.Pass, st.Why = judge(st, defaultCriteria)
-		s.logf("%s: %6.0f/s sent %6.0f/s ok %.3f%% lost %d pub p99 %.1fms e2e p99 %.1fms cpu %.0fµs/ev → %v %s",
-			name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
-		steps = append(steps, st)
-		if t.Broker != nil && !t.Broker.Alive() {
-			break
-		}
-		if !st.Pass { // let a backlog drain before the next, lower step
-			sleepCtx(ctx, s.p.Settle)
-		}
-	}
-	return steps, nil
+// ramp searches for sc's highest sustained rate against t (search) and returns its
+// steps.
+func (s *suite) ramp(ctx context.Context, t target, sc scenario) ([]stepResult, *bench.MaxSearch, error) {
+	s.logf("%s: find-max from %.0f events/s", sc.Name, sc.StartRate)
+	return s.search(ctx, t, sc.Name, searchPlan{Start: sc.StartRate, Precision: s.p.Precision, MaxSteps: s.p.MaxSteps}, nil)
 }
 
 // writeReport writes a `sluice bench` report directory for res and keeps only the

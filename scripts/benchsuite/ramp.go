@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
+
+	"github.com/sluice-broker/sluice/loadtest/bench"
 )
 
 // criteria decide whether a ramp step was sustained.
@@ -60,53 +63,64 @@ func sustained(steps []stepResult) int {
 	return best
 }
 
-// rampPlan is the adaptive ramp: rates rise by Coarse from Start until a step fails,
-// then rise by Fine from the highest sustained step until the next would reach the
-// lowest failing rate. A failing first step is retried lower, down to Start/Floor.
-type rampPlan struct {
-	Start    float64
-	Coarse   float64 // e.g. 1.5
-	Fine     float64 // e.g. 1.1; ≤ 1 skips the fine phase
-	MaxRate  float64
-	MaxSteps int
-	Floor    float64 // lowest rate tried is Start/Floor
+// searchPlan is a search for the highest sustained rate: loadtest/bench's rate
+// controller, the one `sluice bench --find-max` runs. It doubles the rate from Start
+// after every passing step (halves it after failing ones until one passes), then
+// bisects between the highest passing and the lowest failing rate until they are within
+// Precision of each other, in at most MaxSteps steps.
+type searchPlan struct {
+	Start     float64
+	Precision float64 // a fraction: 0.1 stops when the failing rate is within 10% of the passing one
+	MaxSteps  int
 }
 
-// nextRate returns the next step's rate given the steps run so far, or done.
-func nextRate(steps []stepResult, p rampPlan) (rate float64, done bool) {
-	if len(steps) == 0 {
-		return p.Start, false
-	}
-	if len(steps) >= p.MaxSteps {
-		return 0, true
-	}
-	lowestFail := math.Inf(1)
-	for _, s := range steps {
-		if !s.Pass {
-			lowestFail = math.Min(lowestFail, s.IntendedRate)
+// errBrokerDied ends a search whose broker died: its steps so far are kept.
+var errBrokerDied = errors.New("the broker died")
+
+// search finds the highest rate t sustains: each step is runStep at one constant rate,
+// judged by judge. seed, if set, is a step already run at p.Start: it is the search's
+// first step. It returns every step in the order run, and the search's record.
+func (s *suite) search(ctx context.Context, t target, name string, p searchPlan, seed *stepResult) ([]stepResult, *bench.MaxSearch, error) {
+	var steps []stepResult
+	try := func(ctx context.Context, n int, rate float64) (bench.SearchStep, error) {
+		if n > 1 && !steps[len(steps)-1].Pass { // let a backlog drain before the next, lower step
+			sleepCtx(ctx, s.p.Settle)
 		}
-	}
-	best := sustained(steps)
-	switch {
-	case math.IsInf(lowestFail, 1): // coarse phase, all passed
-		next := math.Round(steps[best].IntendedRate * p.Coarse)
-		if next > p.MaxRate {
-			return 0, true
+		var st stepResult
+		if n == 1 && seed != nil {
+			st = *seed
+		} else {
+			var err error
+			if st, _, err = runStep(ctx, t, stepSpec{Rate: rate, Duration: s.p.Step, Warmup: s.p.StepWarmup, Settle: s.p.Settle}); err != nil {
+				return bench.SearchStep{}, err
+			}
+			st.Pass, st.Why = judge(st, defaultCriteria)
+			s.logf("%s: %6.0f/s sent %6.0f/s ok %.3f%% lost %d pub p99 %.1fms e2e p99 %.1fms cpu %.0fµs/ev → %v %s",
+				name, rate, st.Rate, 100*st.Success, st.Lost, st.Publish.P99, st.E2E.P99, st.CPUPerEventUS, st.Pass, st.Why)
 		}
-		return next, false
-	case best < 0: // even the lowest step failed: go lower
-		next := math.Round(lowestFail / p.Coarse)
-		if next < p.Start/p.Floor {
-			return 0, true
+		steps = append(steps, st)
+		if t.Broker != nil && !t.Broker.Alive() {
+			return bench.SearchStep{}, errBrokerDied
 		}
-		return next, false
+		ss := bench.SearchStep{Step: n, Rate: rate, Events: rate, Pass: st.Pass, Achieved: st.Rate}
+		if st.Why != "" {
+			ss.Failed = []string{st.Why}
+		}
+		return ss, nil
 	}
-	if p.Fine <= 1 {
-		return 0, true
+	sp := bench.Search{Start: p.Start, Precision: p.Precision, MaxSteps: p.MaxSteps, StepDuration: s.p.Step}
+	fm, err := sp.Run(ctx, try)
+	if fm != nil {
+		fm.Objectives = defaultCriteria.String()
+		fm.MaxEvents = fm.Max
 	}
-	next := math.Round(steps[best].IntendedRate * p.Fine)
-	if next >= 0.99*lowestFail {
-		return 0, true
+	if errors.Is(err, errBrokerDied) {
+		err = nil // the caller reports the death, with the broker's log
 	}
-	return next, false
+	return steps, fm, err
+}
+
+// String renders c like an --slo list.
+func (c criteria) String() string {
+	return fmt.Sprintf("success>=%g%%,loss=0,kept>=%g%%,p99<=%gms,e2e.p99<=%gms", 100*c.MinSuccess, 100*c.MinKept, c.MaxP99MS, c.MaxP99MS)
 }

@@ -55,7 +55,7 @@ Whole-system benchmarks on one machine: load generator, broker and receiver(s) s
 the same cores. 2 KiB binary-mode CloudEvents (` + "`testdata/sample-ce-data.json`" + `),
 all traffic on 127.0.0.1.
 {{if .Quick}}
-> **This is a --quick smoke run**: steps of {{dur .Plan.Step}}, no fine ramp. Its numbers
+> **This is a --quick smoke run**: steps of {{dur .Plan.Step}}, no bisection. Its numbers
 > are not the benchmark; run ` + "`make bench`" + ` for those.
 {{end}}
 Go benchmarks of the hot paths (parse, filter, dispatch) with their allocations, and CPU
@@ -138,12 +138,13 @@ Every N gets the same load: {{f0 .Rate}} ev/s ({{.RateFrom}}) for {{dur $.Plan.H
 warm-up. Delivered ev/s is the receiver's mean over those seconds; POSTs are the broker's
 delivery attempts toward the subscriber (` + "`sluice_delivery_attempts_total`" + `) over the run, so events
 per POST is measured, not assumed (below N when the wait ends a batch first); CPU is the
-broker's over the run divided by the events delivered. Then a short ramp rises ×{{.RampFactor}} per
-step from that rate until a step fails (the usual pass criteria; at most {{.RampSteps}} steps counting
-the fixed-rate run): the highest sustained rate per N, within that factor (≥ when no step
-failed).
+broker's over the run divided by the events delivered. Then a short search from that rate (the
+scenarios' search, below: doubling until a step fails, then bisecting until the failing rate is
+within {{pct .SearchPrecision}} of the passing one; the usual pass criteria; at most {{.RampSteps}} steps
+counting the fixed-rate run): the highest sustained rate per N, within that precision (≥ when no
+step failed).
 
-| N | events per POST | delivered ev/s | POSTs/s | broker CPU µs per delivered event | lost | e2e p99 ms | highest sustained ev/s (short ramp) | peak RSS MiB |
+| N | events per POST | delivered ev/s | POSTs/s | broker CPU µs per delivered event | lost | e2e p99 ms | highest sustained ev/s (short search) | peak RSS MiB |
 | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 {{range .Rows}}{{if .NotRun}}| {{.N}} | not run ({{.NotRun}}) | | | | | | | |
 {{else if eq .Step.Requests 0}}| {{.N}} | failed: {{.Error}} | | | | | | | |
@@ -199,12 +200,14 @@ Peak RSS: nginx {{mib .PeakRSSNginx}} MiB, Sluice {{mib .PeakRSSSluice}} MiB.
 
 **Sustained rate.** Each scenario gets a fresh ` + "`sluice serve`" + ` (config generated into a temp
 dir, ` + "`--addr 127.0.0.1:0`" + `) and a 3 s unrecorded priming run at half the start rate
-(connections, Kafka consumer groups). The ramp is a series of constant-rate steps of {{dur .Plan.Step}}
-(after {{dur .Plan.StepWarmup}} of warm-up at the same rate, not recorded), each a separate
-` + "`sluice bench`" + `-style run with its own run id, followed by up to {{dur .Plan.Settle}} for accepted
-events to arrive. Rates rise by ×{{.Plan.Coarse}} from the scenario's start rate until a step
-fails{{if gt .Plan.Fine 1.0}}, then by ×{{.Plan.Fine}} from the highest passing step until the next would reach the
-lowest failing rate{{end}} (at most {{.Plan.MaxSteps}} steps). A step **passes** when
+(connections, Kafka consumer groups). The search for the sustained rate is the one
+` + "`sluice bench --find-max`" + ` runs (loadtest/bench's rate controller, [loadkit.md](../loadkit.md)): a
+series of constant-rate steps of {{dur .Plan.Step}} (after {{dur .Plan.StepWarmup}} of warm-up at the same rate, not
+recorded), each a separate ` + "`sluice bench`" + `-style run with its own run id, followed by up to
+{{dur .Plan.Settle}} for accepted events to arrive. The rate doubles from the scenario's start rate after every
+step that passes (halves after every failing one until one passes), then bisects between the
+highest passing and the lowest failing rate until the failing one is within {{pct .Plan.Precision}} of
+the passing one (at most {{.Plan.MaxSteps}} steps; results.json keeps each search under ` + "`find_max`" + `). A step **passes** when
 
 - ≥ {{pct .Criteria.MinSuccess}} of its requests were answered 2xx,
 - no event the broker accepted is missing at any subscriber after settling (zero loss),
@@ -228,7 +231,7 @@ sends one event every 50 ms on its own connection and times each answer from the
 send, to judge how fast excess requests are refused and whether 429s carry Retry-After;
 the sustained rate it is a multiple of is the larger of the ramp's and a capacity step
 measured at the same broker just before (above). **Batch** drives a memory broker whose
-trigger batches N = 1, 10, 100 events per POST at one fixed rate, then ramps each N a
+trigger batches N = 1, 10, 100 events per POST at one fixed rate, then searches each N a
 little higher.
 **Floor** runs nginx ` + "`proxy_pass`" + ` (Debian's package, installed by the suite if missing) and
 a memory broker at the same rates, in the pinned and the shared layout.

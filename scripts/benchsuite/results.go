@@ -1,6 +1,10 @@
 package main
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-broker/sluice/loadtest/bench"
+)
 
 // results is everything one suite run measured; it is written as results.json and
 // rendered into the README.
@@ -25,16 +29,19 @@ type results struct {
 
 // plan holds the timings of a run (full or --quick).
 type plan struct {
-	Step         time.Duration `json:"step_ns"`
-	StepWarmup   time.Duration `json:"step_warmup_ns"`
-	Settle       time.Duration `json:"settle_ns"`
-	Half         time.Duration `json:"half_ns"`
-	Overload     time.Duration `json:"overload_ns"`  // one overload phase
-	Reference    time.Duration `json:"reference_ns"` // one reference phase
-	Pairs        int           `json:"pairs"`        // reference and overload phases, alternated
-	Capacity     time.Duration `json:"capacity_ns"`  // the overload runs' capacity step
-	Coarse, Fine float64
-	MaxSteps     int
+	Step       time.Duration `json:"step_ns"`
+	StepWarmup time.Duration `json:"step_warmup_ns"`
+	Settle     time.Duration `json:"settle_ns"`
+	Half       time.Duration `json:"half_ns"`
+	Overload   time.Duration `json:"overload_ns"`  // one overload phase
+	Reference  time.Duration `json:"reference_ns"` // one reference phase
+	Pairs      int           `json:"pairs"`        // reference and overload phases, alternated
+	Capacity   time.Duration `json:"capacity_ns"`  // the overload runs' capacity step
+	// Precision and MaxSteps are the sustained-rate search's (searchPlan): stop when
+	// the lowest failing rate is within Precision (a fraction) of the highest passing
+	// one, or after MaxSteps steps.
+	Precision float64 `json:"search_precision"`
+	MaxSteps  int     `json:"search_max_steps"`
 }
 
 // scenarioResult is one ramped scenario.
@@ -44,10 +51,12 @@ type scenarioResult struct {
 	Error     string       `json:"error,omitempty"`   // what went wrong while it ran
 	Steps     []stepResult `json:"steps"`
 	Sustained int          `json:"sustained_step"` // index into Steps, -1 = none
-	Half      *stepResult  `json:"half,omitempty"` // the latency run at 50% of sustained
-	PeakRSS   int64        `json:"broker_peak_rss_bytes"`
-	ReportDir string       `json:"report_dir,omitempty"` // relative to the README
-	RampPlots []string     `json:"ramp_plots,omitempty"`
+	// FindMax is the search that ran Steps: why it stopped, whether it converged.
+	FindMax   *bench.MaxSearch `json:"find_max,omitempty"`
+	Half      *stepResult      `json:"half,omitempty"` // the latency run at 50% of sustained
+	PeakRSS   int64            `json:"broker_peak_rss_bytes"`
+	ReportDir string           `json:"report_dir,omitempty"` // relative to the README
+	RampPlots []string         `json:"ramp_plots,omitempty"`
 }
 
 // sustainedStep returns the sustained step, or nil.

@@ -69,51 +69,64 @@ func TestSustained(t *testing.T) {
 	}
 }
 
-func TestNextRate(t *testing.T) {
-	p := rampPlan{Start: 1000, Coarse: 1.5, Fine: 1.1, MaxRate: 5000, MaxSteps: 10, Floor: 8}
-	// Simulate a target that sustains up to 2,000/s and check the whole sequence.
-	var steps []stepResult
-	var rates []float64
-	for {
-		r, done := nextRate(steps, p)
-		if done {
-			break
-		}
-		rates = append(rates, r)
-		steps = append(steps, step(r, r <= 2000))
-		if len(rates) > 20 {
-			t.Fatal("ramp does not end")
-		}
+// The suite's sustained-rate search is loadtest/bench's: each step it runs is a real
+// runStep (direct to an in-process receiver on 127.0.0.1), judged by judge, and the
+// search's record names the same rates and verdicts as the steps. Rates are low and
+// only the search's structure is asserted, never whether a step passed.
+func TestSearchRunsBenchFindMax(t *testing.T) {
+	rcv, err := freeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := []float64{1000, 1500, 2250, 1650, 1815, 1997, 2197}
-	if len(rates) != len(want) {
-		t.Fatalf("rates = %v, want %v", rates, want)
-	}
-	for i := range want {
-		if math.Abs(rates[i]-want[i]) > 0.5 {
-			t.Fatalf("rates = %v, want %v", rates, want)
-		}
-	}
-	if got := steps[sustained(steps)].IntendedRate; got != 1997 {
-		t.Errorf("sustained %v, want 1997", got)
-	}
-
+	data := []byte(`{"hello":"world"}`)
+	p := quickPlan
+	p.Step, p.StepWarmup, p.Settle = 500*time.Millisecond, 0, 3*time.Second
+	s := &suite{p: p, logf: t.Logf}
+	tg := target{Receivers: rcv, Data: data}
+	seedPass := stepResult{IntendedRate: 40, Rate: 40, Requests: 20, Success: 1, Pass: true}
+	seedFail := stepResult{IntendedRate: 40, Rate: 40, Requests: 20, Success: 0.5, Pass: false, Why: "success 50.00% < 99.9%"}
 	for _, tc := range []struct {
-		name  string
-		steps []stepResult
-		rate  float64
-		done  bool
+		name     string
+		plan     searchPlan
+		seed     *stepResult
+		wantRan  int // steps run by the search, not seeded
+		wantNext float64
 	}{
-		{"max rate", []stepResult{step(4000, true)}, 0, true},
-		{"first step fails: go lower", []stepResult{step(1000, false)}, 667, false},
-		{"floor reached", []stepResult{step(1000, false), step(667, false), step(444, false), step(296, false), step(198, false), step(132, false)}, 0, true},
-		{"fine step would reach the failure", []stepResult{step(1000, true), step(1090, false)}, 0, true},
-		{"max steps", make([]stepResult, 10), 0, true},
+		{"seed only", searchPlan{Start: 40, Precision: 1, MaxSteps: 1}, &seedPass, 0, 0},
+		{"after a failing seed, half the rate", searchPlan{Start: 40, Precision: 1, MaxSteps: 2}, &seedFail, 1, 20},
+		{"after a passing seed, twice the rate", searchPlan{Start: 40, Precision: 1, MaxSteps: 2}, &seedPass, 1, 80},
+		{"unseeded", searchPlan{Start: 30, Precision: 1, MaxSteps: 1}, nil, 1, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, done := nextRate(tc.steps, p)
-			if done != tc.done || math.Abs(r-tc.rate) > 0.5 {
-				t.Errorf("nextRate = %v, %v; want %v, %v", r, done, tc.rate, tc.done)
+			steps, fm, err := s.search(t.Context(), tg, "test", tc.plan, tc.seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fm == nil || len(fm.Steps) != len(steps) || len(steps) != tc.plan.MaxSteps {
+				t.Fatalf("%d steps, search record %+v; want %d", len(steps), fm, tc.plan.MaxSteps)
+			}
+			for i, st := range steps {
+				if fm.Steps[i].Rate != st.IntendedRate || fm.Steps[i].Pass != st.Pass || fm.Steps[i].Achieved != st.Rate {
+					t.Errorf("step %d: search %+v, step %+v", i, fm.Steps[i], st)
+				}
+			}
+			if tc.seed != nil && !reflect.DeepEqual(steps[0], *tc.seed) {
+				t.Errorf("first step %+v, want the seed %+v", steps[0], *tc.seed)
+			}
+			if tc.wantRan > 0 {
+				last := steps[len(steps)-1]
+				if last.IntendedRate != tc.wantNext || last.Requests == 0 || last.DurationS != p.Step.Seconds() {
+					t.Errorf("step run: %+v, want %g/s for %s", last, tc.wantNext, p.Step)
+				}
+				if pass, why := judge(last, defaultCriteria); pass != last.Pass || why != last.Why {
+					t.Errorf("step run judged %v %q, judge says %v %q", last.Pass, last.Why, pass, why)
+				}
+			}
+			if i := sustained(steps); (i < 0 && fm.Max != 0) || (i >= 0 && fm.Max != steps[i].IntendedRate) {
+				t.Errorf("search max %g, sustained step %d of %+v", fm.Max, i, steps)
+			}
+			if !strings.Contains(fm.Objectives, "success>=99.9%") || fm.Stopped == "" {
+				t.Errorf("search record: objectives %q, stopped %q", fm.Objectives, fm.Stopped)
 			}
 		})
 	}
@@ -525,7 +538,7 @@ func TestREADMEBatchAndOverload(t *testing.T) {
 		b.Rows[i].PostRate, b.Rows[i].Sustained = 7999/b.Rows[i].EventsPerPost, float64(10000*(i+1))
 	}
 	b.Rows[2].SustainedAtLeast = true
-	b.RampFactor, b.RampSteps = 1.3, 7
+	b.SearchPrecision, b.RampSteps = 0.3, 7
 	b.Rows = append(b.Rows, batchRow{N: 1000, NotRun: "just because"})
 	r := &results{Plan: fullPlan, LoadAvg: map[string]string{}, Batch: b,
 		Overloads: []*overloadResult{{Channel: scJetStream, Factor: 2, Connections: 256, SustainedRate: 9000, SustainedFrom: "capacity",
@@ -549,7 +562,7 @@ func TestREADMEBatchAndOverload(t *testing.T) {
 		"| 1 | 0.9 | 7999 | 8888 | 61.2 | 0 | 0.0 | 10000 | 0.0 |",
 		"| 10 | 9.0 | 7999 | 889 | 30.5 | 0 | 0.0 | 20000 | 0.0 |",
 		"| 100 | 90.0 | 7999 | 89 | 20.2 | 0 | 0.0 | ≥ 30000 | 0.0 |",
-		"rises ×1.3 per\nstep from that rate until a step fails (the usual pass criteria; at most 7 steps",
+		"then bisecting until the failing rate is\nwithin 30.00% of the passing one; the usual pass criteria; at most 7 steps",
 		"| 1000 | not run (just because) |",
 		"| jetstream | 2× | 256 | 3798 / **9000** | 18000 (achieved 0) |",
 		"| 8500 (0) | 0.94× (8500/9000, 8400/8900) |",
