@@ -54,6 +54,7 @@ func validate(t *testing.T, paths ...string) ([]objectStatus, bool) {
 // fragment), its channel backend, and its resolved destinations.
 type want struct {
 	notReady string            // a fragment of the reason; "" means ready
+	note     string            // a fragment of a ready object's reason, when asserted
 	skipped  bool              // a kind Sluice does not run
 	channel  *string           // the backend, when asserted ("" is the server's --channel)
 	refs     map[string]string // field → URL
@@ -65,7 +66,10 @@ const (
 	in        = "http://127.0.0.1:8080" // validate's default --ingress-url
 	svc       = ".default.svc.cluster.local"
 	svcDomain = ".svc.cluster.local" // after NAME.NAMESPACE
-	tmpl      = "http://"            // the default --ref-url-template: http://NAME.NAMESPACE.svc.cluster.local
+
+	// validate runs without --rabbitmq-url: what a rabbitmq broker's readiness depends on.
+	rabbitNote = "readiness depends on --rabbitmq-url URL, not given"
+	tmpl       = "http://" // the default --ref-url-template: http://NAME.NAMESPACE.svc.cluster.local
 )
 
 // TestKnativeCorpus runs `sluice validate` on every manifest of the corpus, each group
@@ -308,11 +312,11 @@ func TestKnativeCorpus(t *testing.T) {
 		{[]string{"rabbitmq-broker"}, map[string]want{
 			"RabbitmqCluster quick-setup-sample/rabbitmq":            {skipped: true},
 			"RabbitmqBrokerConfig quick-setup-sample/default-config": {},
-			"Broker quick-setup-sample/default": {channel: ch("rabbitmq"), refs: map[string]string{
+			"Broker quick-setup-sample/default": {channel: ch("rabbitmq"), note: rabbitNote, refs: map[string]string{
 				"spec.delivery.deadLetterSink": tmpl + "event-display.quick-setup-sample" + svcDomain}},
 			"PingSource quick-setup-sample/ping-source":   {refs: map[string]string{"spec.sink": in + "/quick-setup-sample/default"}},
 			"PingSource quick-setup-sample/ping-source-2": {refs: map[string]string{"spec.sink": in + "/quick-setup-sample/default"}},
-			"Trigger quick-setup-sample/failer-trigger":   {refs: map[string]string{"spec.subscriber": tmpl + "failer.quick-setup-sample" + svcDomain}},
+			"Trigger quick-setup-sample/failer-trigger":   {note: rabbitNote, refs: map[string]string{"spec.subscriber": tmpl + "failer.quick-setup-sample" + svcDomain}},
 		}},
 		{[]string{"rabbitmq-retry"}, map[string]want{
 			"RabbitmqBrokerConfig retry-config-sample/default-config": {},
@@ -392,6 +396,8 @@ func TestKnativeCorpus(t *testing.T) {
 			case !o.Ready:
 				t.Errorf("%v: %s: not ready: %s", g.paths, key, o.Reason)
 				continue
+			case !strings.Contains(o.Reason, w.note):
+				t.Errorf("%v: %s: reason %q, want %q", g.paths, key, o.Reason, w.note)
 			}
 			if w.channel != nil && o.Channel != *w.channel {
 				t.Errorf("%v: %s: channel %q, want %q", g.paths, key, o.Channel, *w.channel)
