@@ -141,7 +141,8 @@ func TestCorpusNatsChannel(t *testing.T) {
 
 // TestCorpusRabbitMQBroker: eventing-rabbitmq's samples run on the rabbitmq channel with
 // their RabbitmqBrokerConfig's queue type (a RabbitmqCluster: the defaults), and their
-// triggers keep their filters and delivery.
+// triggers keep their filters and delivery; rabbitmq.eventing.knative.dev/parallelism is
+// their in-flight cap.
 func TestCorpusRabbitMQBroker(t *testing.T) {
 	pingType := map[string]string{"type": "dev.knative.sources.ping"}
 	tests := []struct {
@@ -150,6 +151,7 @@ func TestCorpusRabbitMQBroker(t *testing.T) {
 		settings Settings
 		triggers map[string]map[string]string // trigger name → its spec.filter.attributes
 		delivery Delivery                     // of the first trigger
+		inFlight map[string]int               // trigger name → its in-flight cap (0: none)
 	}{
 		{[]string{"rabbitmq-broker"}, "quick-setup-sample/default", Settings{"spec.queueType": "quorum"},
 			map[string]map[string]string{"failer-trigger": pingType},
@@ -157,7 +159,7 @@ func TestCorpusRabbitMQBroker(t *testing.T) {
 				d := DefaultDelivery()
 				d.DeadLetterSink = "http://event-display.quick-setup-sample.svc.cluster.local"
 				return d
-			}()},
+			}(), map[string]int{"failer-trigger": 10}},
 		// The Trigger's retry and backoff, the Broker's dead-letter sink.
 		{[]string{"rabbitmq-retry"}, "retry-config-sample/default", Settings{"spec.queueType": "quorum"},
 			map[string]map[string]string{"failer-trigger": pingType},
@@ -166,12 +168,13 @@ func TestCorpusRabbitMQBroker(t *testing.T) {
 				d.Retry, d.BackoffPolicy, d.BackoffDelay = 4, BackoffLinear, 200*time.Millisecond
 				d.DeadLetterSink = "http://event-display.retry-config-sample.svc.cluster.local"
 				return d
-			}()},
-		{[]string{"rabbitmq-external"}, "external-cluster-sample/default", Settings{"spec.queueType": "quorum"}, nil, Delivery{}},
+			}(), map[string]int{"failer-trigger": 10}},
+		{[]string{"rabbitmq-external"}, "external-cluster-sample/default", Settings{"spec.queueType": "quorum"}, nil, Delivery{}, nil},
 		{[]string{"rabbitmq-trigger-customizations"}, "trigger-customizations-sample/default", nil,
-			map[string]map[string]string{"fifo-trigger": nil, "high-throughput-trigger": nil}, DefaultDelivery()},
+			map[string]map[string]string{"fifo-trigger": nil, "high-throughput-trigger": nil}, DefaultDelivery(),
+			map[string]int{"high-throughput-trigger": 10}},
 		{[]string{"rabbitmq-cluster"}, "ping/ping-broker-rabbitmq", nil,
-			map[string]map[string]string{"ping-cloudevents-player-trigger-rabbitmq": nil}, DefaultDelivery()},
+			map[string]map[string]string{"ping-cloudevents-player-trigger-rabbitmq": nil}, DefaultDelivery(), nil},
 	}
 	for _, tt := range tests {
 		cfg := readCorpus(t, tt.paths...)
@@ -186,6 +189,9 @@ func TestCorpusRabbitMQBroker(t *testing.T) {
 			attrs, ok := tt.triggers[tr.Name]
 			if !ok || !maps.Equal(tr.Attributes, attrs) || len(tr.Filters) != 0 {
 				t.Errorf("%v: trigger %s: filter %v %v, want %v", tt.paths, tr.Name, tr.Attributes, tr.Filters, attrs)
+			}
+			if tr.Caps != (Caps{InFlight: tt.inFlight[tr.Name]}) {
+				t.Errorf("%v: trigger %s: caps %+v, want in flight %d", tt.paths, tr.Name, tr.Caps, tt.inFlight[tr.Name])
 			}
 			if i == 0 && tr.Delivery != tt.delivery {
 				t.Errorf("%v: trigger %s: delivery %+v, want %+v", tt.paths, tr.Name, tr.Delivery, tt.delivery)
