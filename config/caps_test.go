@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestCapAnnotations: sluice.dev/max-delivery-rate and sluice.dev/max-in-flight are read
-// on Triggers; a bad value, or either on another kind, makes the object not ready with a
+// TestCapAnnotations: sluice.dev/max-delivery-rate and sluice.dev/max-in-flight (or
+// rabbitmq.eventing.knative.dev/parallelism) are read on Triggers; a bad value, or either on another kind, makes the object not ready with a
 // reason naming the annotation; the caps are part of what a reload compares.
 func TestCapAnnotations(t *testing.T) {
 	tests := []struct {
@@ -36,6 +36,16 @@ func TestCapAnnotations(t *testing.T) {
 		{"fractional in flight", "", `sluice.dev/max-in-flight: "1.5"`, Caps{}, `sluice.dev/max-in-flight: "1.5" is not`},
 		{"huge in flight", "", `sluice.dev/max-in-flight: "99999999999999999999"`, Caps{}, `sluice.dev/max-in-flight: "99999999999999999999" is not`},
 		{"empty in flight", "", `sluice.dev/max-in-flight: ""`, Caps{}, `sluice.dev/max-in-flight: "" is not`},
+		// eventing-rabbitmq's annotation is the in-flight cap, within Knative's bounds.
+		{"parallelism", "", `rabbitmq.eventing.knative.dev/parallelism: "10"`, Caps{InFlight: 10}, ""},
+		{"parallelism 1", "", `rabbitmq.eventing.knative.dev/parallelism: "1"`, Caps{InFlight: 1}, ""},
+		{"parallelism max", "", `rabbitmq.eventing.knative.dev/parallelism: "1000"`, Caps{InFlight: 1000}, ""},
+		{"parallelism 0", "", `rabbitmq.eventing.knative.dev/parallelism: "0"`, Caps{}, `rabbitmq.eventing.knative.dev/parallelism: "0" is not a whole number from 1 to 1000`},
+		{"parallelism too high", "", `rabbitmq.eventing.knative.dev/parallelism: "1001"`, Caps{}, `rabbitmq.eventing.knative.dev/parallelism: "1001" is not a whole number from 1 to 1000`},
+		{"parallelism word", "", `rabbitmq.eventing.knative.dev/parallelism: "many"`, Caps{}, `rabbitmq.eventing.knative.dev/parallelism: "many" is not`},
+		{"parallelism and in flight", "", `rabbitmq.eventing.knative.dev/parallelism: "10", sluice.dev/max-in-flight: "4"`, Caps{},
+			"rabbitmq.eventing.knative.dev/parallelism: give it or sluice.dev/max-in-flight, not both"},
+		{"parallelism on a broker", "Broker", `rabbitmq.eventing.knative.dev/parallelism: "5"`, Caps{}, "rabbitmq.eventing.knative.dev/parallelism: only for Triggers"},
 		{"rate on a broker", "Broker", `sluice.dev/max-delivery-rate: "5"`, Caps{}, "sluice.dev/max-delivery-rate: only for Triggers"},
 		{"in flight on a broker", "Broker", `sluice.dev/max-in-flight: "5"`, Caps{}, "sluice.dev/max-in-flight: only for Triggers"},
 	}

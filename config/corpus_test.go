@@ -138,3 +138,64 @@ func TestCorpusNatsChannel(t *testing.T) {
 		t.Errorf("ping sources %+v", p)
 	}
 }
+
+// TestCorpusRabbitMQBroker: eventing-rabbitmq's samples run on the rabbitmq channel with
+// their RabbitmqBrokerConfig's queue type (a RabbitmqCluster: the defaults), and their
+// triggers keep their filters and delivery; rabbitmq.eventing.knative.dev/parallelism is
+// their in-flight cap.
+func TestCorpusRabbitMQBroker(t *testing.T) {
+	pingType := map[string]string{"type": "dev.knative.sources.ping"}
+	tests := []struct {
+		paths    []string
+		key      string
+		settings Settings
+		triggers map[string]map[string]string // trigger name → its spec.filter.attributes
+		delivery Delivery                     // of the first trigger
+		inFlight map[string]int               // trigger name → its in-flight cap (0: none)
+	}{
+		{[]string{"rabbitmq-broker"}, "quick-setup-sample/default", Settings{"spec.queueType": "quorum"},
+			map[string]map[string]string{"failer-trigger": pingType},
+			func() Delivery {
+				d := DefaultDelivery()
+				d.DeadLetterSink = "http://event-display.quick-setup-sample.svc.cluster.local"
+				return d
+			}(), map[string]int{"failer-trigger": 10}},
+		// The Trigger's retry and backoff, the Broker's dead-letter sink.
+		{[]string{"rabbitmq-retry"}, "retry-config-sample/default", Settings{"spec.queueType": "quorum"},
+			map[string]map[string]string{"failer-trigger": pingType},
+			func() Delivery {
+				d := DefaultDelivery()
+				d.Retry, d.BackoffPolicy, d.BackoffDelay = 4, BackoffLinear, 200*time.Millisecond
+				d.DeadLetterSink = "http://event-display.retry-config-sample.svc.cluster.local"
+				return d
+			}(), map[string]int{"failer-trigger": 10}},
+		{[]string{"rabbitmq-external"}, "external-cluster-sample/default", Settings{"spec.queueType": "quorum"}, nil, Delivery{}, nil},
+		{[]string{"rabbitmq-trigger-customizations"}, "trigger-customizations-sample/default", nil,
+			map[string]map[string]string{"fifo-trigger": nil, "high-throughput-trigger": nil}, DefaultDelivery(),
+			map[string]int{"high-throughput-trigger": 10}},
+		{[]string{"rabbitmq-cluster"}, "ping/ping-broker-rabbitmq", nil,
+			map[string]map[string]string{"ping-cloudevents-player-trigger-rabbitmq": nil}, DefaultDelivery(), nil},
+	}
+	for _, tt := range tests {
+		cfg := readCorpus(t, tt.paths...)
+		b := brokerByKey(t, cfg, tt.key)
+		if b.Channel != ChannelRabbitMQ || b.Class != "RabbitMQBroker" || !maps.Equal(b.Settings, tt.settings) {
+			t.Errorf("%v: broker %+v", tt.paths, b)
+		}
+		if len(b.Triggers) != len(tt.triggers) {
+			t.Fatalf("%v: triggers %+v, want %v", tt.paths, b.Triggers, tt.triggers)
+		}
+		for i, tr := range b.Triggers {
+			attrs, ok := tt.triggers[tr.Name]
+			if !ok || !maps.Equal(tr.Attributes, attrs) || len(tr.Filters) != 0 {
+				t.Errorf("%v: trigger %s: filter %v %v, want %v", tt.paths, tr.Name, tr.Attributes, tr.Filters, attrs)
+			}
+			if tr.Caps != (Caps{InFlight: tt.inFlight[tr.Name]}) {
+				t.Errorf("%v: trigger %s: caps %+v, want in flight %d", tt.paths, tr.Name, tr.Caps, tt.inFlight[tr.Name])
+			}
+			if i == 0 && tr.Delivery != tt.delivery {
+				t.Errorf("%v: trigger %s: delivery %+v, want %+v", tt.paths, tr.Name, tr.Delivery, tt.delivery)
+			}
+		}
+	}
+}

@@ -36,9 +36,9 @@ func (r *rabbitmqBackend) flags(fs *pflag.FlagSet) {
 	fs.Var(&r.maxQueueBytes, "rabbitmq-max-queue-bytes", "bytes of event data a trigger's queue may hold waiting (x-max-length-bytes, reject-publish) when Sluice declares it; past it ingress answers 429 (default: no limit of the queue's own)")
 }
 
-func (r *rabbitmqBackend) needs() string {
-	return "--rabbitmq-url amqp://USER:PASSWORD@HOST:PORT/VHOST"
-}
+// needs names the flag without a sample URL: `sluice validate` and the logs redact
+// every URL in a reason, and amqp://USER:PASSWORD@HOST:PORT/VHOST would show as xxxxx.
+func (r *rabbitmqBackend) needs() string { return "--rabbitmq-url URL" }
 
 // The settings (config.Settings) the rabbitmq backend reads: a RabbitMQBroker's
 // RabbitmqBrokerConfig fields.

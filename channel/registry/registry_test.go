@@ -58,7 +58,7 @@ func TestStartChecksFlags(t *testing.T) {
 		{"jetstream replicas range", []string{"--jetstream-replicas", "7"}, nil, "--jetstream-replicas 7: want 1 to 5"},
 		{"kafka partitions", []string{"--kafka-partitions", "0"}, nil, "--kafka-partitions 0: want at least 1"},
 		{"kafka replication", []string{"--kafka-replication-factor", "-1"}, nil, "--kafka-replication-factor -1: want at least 1"},
-		{"rabbitmq unconfigured", []string{"--channel", "rabbitmq"}, nil, "--channel rabbitmq needs --rabbitmq-url amqp://USER:PASSWORD@HOST:PORT/VHOST"},
+		{"rabbitmq unconfigured", []string{"--channel", "rabbitmq"}, nil, "--channel rabbitmq needs --rabbitmq-url URL"},
 		{"rabbitmq bad url", []string{"--rabbitmq-url", "http://x"}, nil, "--rabbitmq-url: AMQP scheme must be either 'amqp://' or 'amqps://'"},
 		{"rabbitmq prefetch", []string{"--rabbitmq-url", "amqp://127.0.0.1:1/", "--rabbitmq-prefetch", "70000"}, nil, "--rabbitmq-prefetch 70000: want 1 to 65535"},
 		{"kinesis unconfigured", []string{"--channel", "kinesis"}, nil, "--channel kinesis needs --kinesis-checkpoint-dir DIR or --kinesis-lease-table NAME"},

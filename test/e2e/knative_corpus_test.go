@@ -54,6 +54,7 @@ func validate(t *testing.T, paths ...string) ([]objectStatus, bool) {
 // fragment), its channel backend, and its resolved destinations.
 type want struct {
 	notReady string            // a fragment of the reason; "" means ready
+	note     string            // a fragment of a ready object's reason, when asserted
 	skipped  bool              // a kind Sluice does not run
 	channel  *string           // the backend, when asserted ("" is the server's --channel)
 	refs     map[string]string // field → URL
@@ -62,9 +63,13 @@ type want struct {
 func ch(s string) *string { return &s }
 
 const (
-	in   = "http://127.0.0.1:8080" // validate's default --ingress-url
-	svc  = ".default.svc.cluster.local"
-	tmpl = "http://" // the default --ref-url-template: http://NAME.NAMESPACE.svc.cluster.local
+	in        = "http://127.0.0.1:8080" // validate's default --ingress-url
+	svc       = ".default.svc.cluster.local"
+	svcDomain = ".svc.cluster.local" // after NAME.NAMESPACE
+
+	// validate runs without --rabbitmq-url: what a rabbitmq broker's readiness depends on.
+	rabbitNote = "readiness depends on --rabbitmq-url URL, not given"
+	tmpl       = "http://" // the default --ref-url-template: http://NAME.NAMESPACE.svc.cluster.local
 )
 
 // TestKnativeCorpus runs `sluice validate` on every manifest of the corpus, each group
@@ -301,6 +306,53 @@ func TestKnativeCorpus(t *testing.T) {
 			"EventPolicy namespace-1/event-policy": {},
 			"EventPolicy default/my-event-policy":  {},
 		}},
+		// eventing-rabbitmq's samples: a RabbitMQBroker naming a RabbitmqBrokerConfig (a
+		// RabbitmqCluster's, a connectionSecret's) or a RabbitmqCluster runs on the rabbitmq
+		// channel; the cluster is the one of --rabbitmq-url, the operator's objects are skipped.
+		{[]string{"rabbitmq-broker"}, map[string]want{
+			"RabbitmqCluster quick-setup-sample/rabbitmq":            {skipped: true},
+			"RabbitmqBrokerConfig quick-setup-sample/default-config": {},
+			"Broker quick-setup-sample/default": {channel: ch("rabbitmq"), note: rabbitNote, refs: map[string]string{
+				"spec.delivery.deadLetterSink": tmpl + "event-display.quick-setup-sample" + svcDomain}},
+			"PingSource quick-setup-sample/ping-source":   {refs: map[string]string{"spec.sink": in + "/quick-setup-sample/default"}},
+			"PingSource quick-setup-sample/ping-source-2": {refs: map[string]string{"spec.sink": in + "/quick-setup-sample/default"}},
+			"Trigger quick-setup-sample/failer-trigger":   {note: rabbitNote, refs: map[string]string{"spec.subscriber": tmpl + "failer.quick-setup-sample" + svcDomain}},
+		}},
+		{[]string{"rabbitmq-retry"}, map[string]want{
+			"RabbitmqBrokerConfig retry-config-sample/default-config": {},
+			"Broker retry-config-sample/default": {channel: ch("rabbitmq"), refs: map[string]string{
+				"spec.delivery.deadLetterSink": tmpl + "event-display.retry-config-sample" + svcDomain}},
+			"Trigger retry-config-sample/failer-trigger": {refs: map[string]string{"spec.subscriber": tmpl + "failer.retry-config-sample" + svcDomain}},
+		}},
+		{[]string{"rabbitmq-external"}, map[string]want{
+			"RabbitmqBrokerConfig external-cluster-sample/default-config": {},
+			"Broker external-cluster-sample/default": {channel: ch("rabbitmq"), refs: map[string]string{
+				"spec.delivery.deadLetterSink": tmpl + "event-display.external-cluster-sample" + svcDomain}},
+		}},
+		{[]string{"rabbitmq-trigger-customizations"}, map[string]want{
+			"RabbitmqBrokerConfig trigger-customizations-sample/default-config": {},
+			"Broker trigger-customizations-sample/default":                      {channel: ch("rabbitmq")},
+			"Trigger trigger-customizations-sample/fifo-trigger": {refs: map[string]string{
+				"spec.subscriber": tmpl + "fifo-event-display.trigger-customizations-sample" + svcDomain}},
+			"Trigger trigger-customizations-sample/high-throughput-trigger": {refs: map[string]string{
+				"spec.subscriber": tmpl + "high-throughput-event-display.trigger-customizations-sample" + svcDomain}},
+		}},
+		// Brokers in two namespaces on one RabbitmqCluster. The sample's pong-source sits in
+		// namespace ping and names a Broker ping/pong-broker-rabbitmq that is not there:
+		// Knative could not resolve that sink either.
+		{[]string{"rabbitmq-cluster"}, map[string]want{
+			"RabbitmqCluster knative-eventing/rabbitmq":     {skipped: true},
+			"Broker ping/ping-broker-rabbitmq":              {channel: ch("rabbitmq")},
+			"Broker pong/pong-broker-rabbitmq":              {channel: ch("rabbitmq")},
+			"PingSource ping/ping-source":                   {refs: map[string]string{"spec.sink": in + "/ping/ping-broker-rabbitmq"}},
+			"PingSource ping/pong-source":                   {notReady: "spec.sink.ref: Broker ping/pong-broker-rabbitmq is not in the configuration or --refs"},
+			"Service ping/ping-cloudevents-player-rabbitmq": {skipped: true},
+			"Service pong/pong-cloudevents-player-rabbitmq": {skipped: true},
+			"Trigger ping/ping-cloudevents-player-trigger-rabbitmq": {refs: map[string]string{
+				"spec.subscriber": tmpl + "ping-cloudevents-player-rabbitmq.ping" + svcDomain}},
+			"Trigger pong/pong-cloudevents-player-trigger-rabbitmq": {refs: map[string]string{
+				"spec.subscriber": tmpl + "pong-cloudevents-player-rabbitmq.pong" + svcDomain}},
+		}},
 	}
 	fileLoads := map[string]bool{} // every file of the corpus → all its objects ready (in some group)
 	fileWhy := map[string]string{}
@@ -344,6 +396,8 @@ func TestKnativeCorpus(t *testing.T) {
 			case !o.Ready:
 				t.Errorf("%v: %s: not ready: %s", g.paths, key, o.Reason)
 				continue
+			case !strings.Contains(o.Reason, w.note):
+				t.Errorf("%v: %s: reason %q, want %q", g.paths, key, o.Reason, w.note)
 			}
 			if w.channel != nil && o.Channel != *w.channel {
 				t.Errorf("%v: %s: channel %q, want %q", g.paths, key, o.Channel, *w.channel)
