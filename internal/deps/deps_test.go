@@ -48,7 +48,7 @@ var rules = []struct {
 	{[]string{"internal/cli"}, []string{"auth", "broker", "channel/registry", "config", "delivery", "dlq", "internal/bytesize", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tlsfiles", "internal/tracing", "loadtest/*", "source/ping", "ui"}},
 	{[]string{"loadtest/*"}, []string{"event", "internal/httpserver", "loadtest/*"}},
 	{[]string{"scripts/benchsuite", "scripts/securebench"}, []string{"internal/sluicetest", "loadtest/*"}},
-	{[]string{"test/e2e"}, []string{"channel/kafka", "channel/kafka/kafkatest", "channel/kinesis", "channel/kinesis/kinesistest", "channel/rabbitmq/rabbitmqtest", "internal/sluicetest", "internal/syncbuf", "loadtest/pacer"}},
+	{[]string{"test/e2e"}, []string{"channel/kafka", "channel/kafka/kafkatest", "channel/kinesis", "channel/kinesis/kinesistest", "channel/rabbitmq/rabbitmqtest", "internal/sluicetest", "internal/syncbuf", "loadtest/*"}},
 	{[]string{"test/cluster"}, []string{"internal/sluicetest", "internal/syncbuf", "loadtest/pacer"}},
 	{[]string{"internal/sluicetest"}, []string{"internal/syncbuf", "loadtest/pacer"}},
 	{[]string{"test/deploy"}, []string{"internal/sluicetest"}},
