@@ -25,7 +25,8 @@ var _ channel.DLQStorer = (*Channel)(nil)
 // DLQStore returns the broker's dead-letter store on Kafka (channel.DLQStorer): one
 // compacted topic of one partition, "<topic>.dlq", created on first use. A record is an
 // entry, keyed by "<trigger>\x00<unique id>"; a record with that key and no value (a
-// tombstone) deletes it. An entry's ID is its offset plus one, so IDs grow across every
+// tombstone) deletes it. An entry's time is the storing process's clock, kept in the
+// record's value. An entry's ID is its offset plus one, so IDs grow across every
 // replica. Each store reads the topic from its start into an index of the entries it
 // holds, applying the limits as it reads: every replica (and a restarted process) applies
 // the same records in the same order and holds the same entries. A replica that evicts
@@ -197,7 +198,10 @@ func (s *dlqStore) applyLocked(r *kgo.Record) {
 		l = &dlqList{}
 		s.lists[trigger] = l
 	}
-	e.ID, e.Time = uint64(r.Offset)+1, r.Timestamp
+	e.ID = uint64(r.Offset) + 1
+	if e.Time.IsZero() {
+		e.Time = r.Timestamp
+	}
 	var res dlqApplied
 	evict := func() {
 		res.evicted = append(res.evicted, l.entries[0].key)
@@ -298,6 +302,7 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	if err := s.ensure(ctx); err != nil {
 		return 0, s.errf(trigger, err)
 	}
+	e.Time = s.now()
 	key := trigger + "\x00" + uuid.NewString()
 	ch := make(chan dlqApplied, 1)
 	s.mu.Lock()
@@ -434,12 +439,17 @@ type dlqMeta struct {
 	Code     int    `json:"c"`
 	Dest     string `json:"d"`
 	Reason   string `json:"r"`
+	Time     int64  `json:"t,omitempty"` // when it was stored, Unix nanoseconds
 }
 
-// encodeDLQValue writes e as: uvarint length of the JSON of its dlqMeta, that JSON, the
-// event in the binary codec.
+// encodeDLQValue writes e as: uvarint length of the JSON of its dlqMeta (e.Time
+// included), that JSON, the event in the binary codec.
 func encodeDLQValue(e *dlq.Entry) []byte {
-	meta, _ := json.Marshal(dlqMeta{Attempts: e.Attempts, Code: e.Code, Dest: e.Dest, Reason: e.Reason})
+	m := dlqMeta{Attempts: e.Attempts, Code: e.Code, Dest: e.Dest, Reason: e.Reason}
+	if !e.Time.IsZero() {
+		m.Time = e.Time.UnixNano()
+	}
+	meta, _ := json.Marshal(m)
 	b := binary.AppendUvarint(make([]byte, 0, len(meta)+e.Event.Size()+binary.MaxVarintLen64), uint64(len(meta)))
 	return event.AppendBinary(append(b, meta...), e.Event)
 }
@@ -470,5 +480,9 @@ func decodeDLQRecord(key, value []byte) (string, dlq.Entry, error) {
 	if err != nil {
 		return "", dlq.Entry{}, fmt.Errorf("%w: %w", errDLQRecord, err)
 	}
-	return trigger, dlq.Entry{Attempts: m.Attempts, Code: m.Code, Dest: m.Dest, Reason: m.Reason, Event: ev}, nil
+	e := dlq.Entry{Attempts: m.Attempts, Code: m.Code, Dest: m.Dest, Reason: m.Reason, Event: ev}
+	if m.Time != 0 {
+		e.Time = time.Unix(0, m.Time).UTC()
+	}
+	return trigger, e, nil
 }
