@@ -125,7 +125,13 @@ func (s *dlqStore) ensure(ctx context.Context) error {
 	compact := "compact"
 	configs["cleanup.policy"] = &compact
 	_, err := s.c.adm.CreateTopic(ctx, 1, rf, configs, s.topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	switch {
+	case err == nil: // created with one partition
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		if err := s.checkPartitions(ctx); err != nil {
+			return err
+		}
+	default:
 		return fmt.Errorf("creating topic %s: %w", s.topic, err)
 	}
 	rd, err := kgo.NewClient(s.c.clientOpts(
@@ -148,6 +154,35 @@ func (s *dlqStore) ensure(ctx context.Context) error {
 	s.mu.Unlock()
 	go s.read(rd)
 	return nil
+}
+
+// checkPartitions refuses an existing topic of more than one partition: records are
+// produced by key, so some would land where the reader does not look, and the order of
+// IDs would be lost. A topic another replica just created may not be known to every
+// broker yet: that is asked again for a few seconds.
+func (s *dlqStore) checkPartitions(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		td, err := s.c.adm.ListTopics(ctx, s.topic)
+		if err == nil {
+			err = td.Error()
+		}
+		switch {
+		case err == nil:
+			if n := len(td[s.topic].Partitions); n != 1 {
+				return fmt.Errorf("topic %s has %d partitions; the dead-letter store needs exactly 1 (delete the topic, or turn the store off with --dlq-max-entries 0)", s.topic, n)
+			}
+			return nil
+		case !errors.Is(err, kerr.UnknownTopicOrPartition):
+			return fmt.Errorf("describing topic %s: %w", s.topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("describing topic %s: %w", s.topic, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // read applies the topic's records to the index until the channel closes.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/kafka"
@@ -120,4 +124,26 @@ func listIDs(t *testing.T, s dlq.Store, trigger string) string {
 		ids += e.Event.ID + ","
 	}
 	return ids
+}
+
+// TestDLQStoreRefusesATopicOfManyPartitions: a dead-letter topic made by hand with more
+// than one partition would scatter entries where the store does not read; it refuses it
+// with an error naming the topic and the count.
+func TestDLQStoreRefusesATopicOfManyPartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, brokers := newChannel(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, c.Topic()+".dlq"); err != nil {
+		t.Fatal(err)
+	}
+	s := dlqStore(t, c, dlq.DefaultLimits())
+	_, err = s.Put(ctx, "ns/t", dlqtest.Entry("x", 1))
+	if err == nil || !strings.Contains(err.Error(), c.Topic()+".dlq has 2 partitions") {
+		t.Fatalf("Put on a dead-letter topic of 2 partitions: %v; want an error naming the topic and its partitions", err)
+	}
 }

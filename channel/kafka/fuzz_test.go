@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -46,6 +47,8 @@ func sameEvent(a, b *event.Event) bool {
 func FuzzDecodeDLQRecord(f *testing.F) {
 	f.Add([]byte("ns/t\x00id"), encodeDLQValue(&dlq.Entry{Attempts: 2, Code: 500, Dest: "http://x", Reason: "boom",
 		Event: &event.Event{SpecVersion: "1.0", ID: "1", Source: "/s", Type: "t", Data: []byte("d")}}))
+	f.Add([]byte("ns/t\x00id"), encodeDLQValue(&dlq.Entry{Time: time.Date(2026, 11, 27, 1, 2, 3, 4, time.UTC),
+		Event: &event.Event{SpecVersion: "1.0", ID: "2", Source: "/s", Type: "t"}}))
 	f.Add([]byte("ns/t\x00id"), []byte(nil))
 	f.Add([]byte("\x00"), []byte{0})
 	f.Add([]byte("a\x00b"), []byte{2, '{', '}', 1, 0})

@@ -40,11 +40,8 @@ type dlqPage struct {
 	}
 }
 
-// newDLQSetup makes a dlqSetup in namespace default; hold, when not nil, is asked
-// before each answer of the subscriber once up, and may block.
-func newDLQSetup(t *testing.T, hold func() int) dlqSetup { return newDLQSetupIn(t, "default", hold) }
-
-// newDLQSetupIn is newDLQSetup for a broker in namespace ns.
+// newDLQSetupIn makes a dlqSetup for a broker in namespace ns; hold, when not nil, is
+// asked before each answer of the subscriber once up, and may block.
 func newDLQSetupIn(t *testing.T, ns string, hold func() int) dlqSetup {
 	var up atomic.Bool
 	sub := newSubscriber(t, func(*http.Request, int) int {
