@@ -47,6 +47,11 @@ func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error)
 	}, nil
 }
 
+// dlqTimeout bounds a listing, delete or purge of the dead-letter store (reading the
+// topic up to its end, writing tombstones), and how long Put waits to read back its
+// record before it answers without the count of evictions.
+const dlqTimeout = 30 * time.Second
+
 // dlqStore is the dead-letter store of one broker on Kafka.
 type dlqStore struct {
 	c     *Channel
@@ -298,6 +303,8 @@ func (s *dlqStore) waitApplied(ctx context.Context, off int64) error {
 // catchUp waits until the index has applied every record the topic holds now, so that
 // what another replica stored or deleted before is seen.
 func (s *dlqStore) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
+	defer cancel()
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
@@ -353,11 +360,14 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 		forget()
 		return 0, s.errf(trigger, err)
 	}
+	wait := time.NewTimer(dlqTimeout)
+	defer wait.Stop()
 	select {
 	case res := <-ch:
 		s.tombstones(res.evicted)
 		return res.counted, nil
 	case <-ctx.Done(): // stored (acks=all); only the count of evictions is unknown
+	case <-wait.C:
 	case <-s.c.life.Done():
 	}
 	forget()
@@ -424,6 +434,8 @@ func (s *dlqStore) remove(ctx context.Context, keys []string) error {
 	for _, r := range rs {
 		last = max(last, r.Offset)
 	}
+	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
+	defer cancel()
 	return s.waitApplied(ctx, last+1)
 }
 
