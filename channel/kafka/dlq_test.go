@@ -147,3 +147,48 @@ func TestDLQStoreRefusesATopicOfManyPartitions(t *testing.T) {
 		t.Fatalf("Put on a dead-letter topic of 2 partitions: %v; want an error naming the topic and its partitions", err)
 	}
 }
+
+// BenchmarkDLQStorePut stores dead letters of 1 KiB one at a time, each waiting for
+// the cluster's acks=all and for its record read back.
+func BenchmarkDLQStorePut(b *testing.B) {
+	c, _ := newChannel(b)
+	s, err := c.DLQStore(context.Background(), dlq.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDLQStoreOpen is what a new process pays before its first listing: reading
+// 10,000 dead letters of 1 KiB back from the topic.
+func BenchmarkDLQStoreOpen(b *testing.B) {
+	c, brokers := newChannel(b)
+	ctx := context.Background()
+	s, err := c.DLQStore(ctx, dlq.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10_000
+	for i := range n {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	prefix := c.Topic()[:len(c.Topic())-len(".ns.broker")]
+	for b.Loop() {
+		r, err := kafka.New(ctx, "ns/broker", kafka.WithSeedBrokers(brokers...), kafka.WithTopicPrefix(prefix))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, _ := r.DLQStore(ctx, dlq.DefaultLimits())
+		if p, err := rs.List(ctx, "ns/t", 0, 1); err != nil || p.Total != n {
+			b.Fatalf("listed %d (%v); want %d", p.Total, err, n)
+		}
+		_ = r.Close()
+	}
+}
