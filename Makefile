@@ -163,7 +163,7 @@ unit:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
 	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis \
-	FuzzDecodeDLQEntry:./channel/jetstream FuzzDecodeDelivery:./channel/rabbitmq
+	FuzzDecodeDLQEntry:./channel/jetstream FuzzDecodeDelivery:./channel/rabbitmq FuzzDecodeDLQRecord:./channel/kafka
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
