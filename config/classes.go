@@ -11,6 +11,9 @@ import (
 const (
 	classMTChannel = "MTChannelBasedBroker"
 	classKafka     = "Kafka"
+	// ClassSluice is Sluice's own broker class: the broker runs on the channel its
+	// sluice.dev/channel annotation names, or the server's --channel.
+	ClassSluice = "Sluice"
 
 	systemNamespace        = "knative-eventing"
 	cmBrokerDefaults       = "config-br-defaults"
@@ -156,13 +159,26 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		}
 	}
 	out := brokerBackend{class: class}
+	if class == ClassSluice {
+		if b.config != nil {
+			errs = append(errs, fmt.Sprintf("spec.config: a broker of class %s reads no ConfigMap; choose its channel with metadata.annotations.%s", ClassSluice, annotationChannel))
+		}
+		if b.externalTopic != "" {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))
+		}
+		out.backend = b.backend
+		if out.backend == "" {
+			out.backend = ChannelDefault
+		}
+		return out, errs
+	}
 	if class != classMTChannel && class != classKafka {
 		// The class is the blocker: nothing else of a broker Sluice does not run matters.
 		where := "metadata.annotations." + annotationClass
 		if b.class == "" {
 			where = "the default class (ConfigMap " + systemNamespace + "/" + cmBrokerDefaults + ")"
 		}
-		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s)", where, class, classMTChannel, classKafka)}
+		return out, []string{fmt.Sprintf("%s: %q is not a broker class Sluice runs (%s, %s, %s)", where, class, ClassSluice, classMTChannel, classKafka)}
 	}
 	if ref != nil && (ref.Kind != kindConfigMap || (ref.APIVersion != "" && ref.APIVersion != "v1")) {
 		return out, []string{fmt.Sprintf("%s: %s %q is not supported; a %s broker reads a v1 ConfigMap", refField, ref.APIVersion, ref.Kind, class)}

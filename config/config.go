@@ -143,8 +143,8 @@ type Broker struct {
 	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
 	// ChannelKafka or ChannelKinesis.
 	Channel string
-	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker" or
-	// "Kafka"; empty for channels.
+	// Class is the Knative broker class the Broker runs as: "Sluice",
+	// "MTChannelBasedBroker" or "Kafka"; empty for channels.
 	Class string
 	// Settings are what the backend reads of the object, as written (see Settings);
 	// nil when there is none.
