@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,8 +48,9 @@ const (
 	DefaultBrokerClass = "MTChannelBasedBroker"
 )
 
-// Classes are the broker classes `sluice serve --kubernetes-classes` accepts.
-var Classes = []string{config.ClassSluice, "MTChannelBasedBroker", "Kafka"}
+// Classes returns the broker classes Sluice runs: what Options.Classes and `sluice serve
+// --kubernetes-classes` accept.
+func Classes() []string { return []string{config.ClassSluice, "MTChannelBasedBroker", "Kafka"} }
 
 // Options configure Watch.
 type Options struct {
@@ -88,12 +90,8 @@ func (o *Options) defaults() error {
 		o.Classes = []string{config.ClassSluice}
 	}
 	for _, c := range o.Classes {
-		known := false
-		for _, k := range Classes {
-			known = known || k == c
-		}
-		if !known {
-			return fmt.Errorf("kube: broker class %q: Sluice runs %v", c, Classes)
+		if !slices.Contains(Classes(), c) {
+			return fmt.Errorf("kube: broker class %q: Sluice runs %v", c, Classes())
 		}
 	}
 	if o.Settle <= 0 {

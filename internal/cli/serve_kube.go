@@ -31,7 +31,7 @@ type kubeFlags struct {
 func (k *kubeFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&k.enabled, "kubernetes", false, "read the Knative objects from the Kubernetes API server (in-cluster, or --kubeconfig) instead of --config, and write their status back (docs/kubernetes.md)")
 	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --kubernetes: a kubeconfig file, instead of the pod's service account")
-	fl.StringSliceVar(&k.classes, "kubernetes-classes", []string{config.ClassSluice}, fmt.Sprintf("with --kubernetes: the broker classes to run, of %v; Brokers of other classes are left to their controllers", kube.Classes))
+	fl.StringSliceVar(&k.classes, "kubernetes-classes", []string{config.ClassSluice}, fmt.Sprintf("with --kubernetes: the broker classes to run, of %v; Brokers of other classes are left to their controllers", kube.Classes()))
 	fl.StringVar(&k.addressURL, "kubernetes-address-url", "", "with --kubernetes: the base URL written as status.address of Brokers and channels, e.g. http://sluice.sluice.svc.cluster.local (default: the listen address)")
 	fl.StringVar(&k.leaseNS, "leader-election-namespace", "", "with --kubernetes: namespace of the Lease the replicas elect the status writer on (default: $POD_NAMESPACE, then default)")
 	fl.StringVar(&k.leaseName, "leader-election-name", kube.DefaultLeaseName, "with --kubernetes: name of that Lease")
@@ -57,8 +57,8 @@ func (k *kubeFlags) check(changed func(string) bool, configFile string) error {
 		return errors.New("--kubernetes reads the objects from the API server: give it or --config, not both")
 	}
 	for _, c := range k.classes {
-		if !slices.Contains(kube.Classes, c) {
-			return fmt.Errorf("--kubernetes-classes: %q is not a broker class Sluice runs (%v)", c, kube.Classes)
+		if !slices.Contains(kube.Classes(), c) {
+			return fmt.Errorf("--kubernetes-classes: %q is not a broker class Sluice runs (%v)", c, kube.Classes())
 		}
 	}
 	return nil
