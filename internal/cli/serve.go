@@ -231,8 +231,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := srv.Apply(ctx, cfg); err != nil {
-		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
+	// With --kubernetes the first Apply is of the objects read once the informers have
+	// synced: until then /readyz answers 503, and no pod takes events for Brokers it does
+	// not know yet.
+	if !f.kube.enabled {
+		if err := srv.Apply(ctx, cfg); err != nil {
+			log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
+		}
 	}
 	pings, err := ping.New(append(pingOpts, ping.WithLogger(log))...)
 	if err != nil {

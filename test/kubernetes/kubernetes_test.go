@@ -302,3 +302,37 @@ func TestLeaderKilled(t *testing.T) {
 	send(t, survivor.Base+"/failover/b", "x", "f", 10)
 	sluicetest.Eventually(t, hang, "events through the survivor", func() bool { return rcv.count("/after") == 10 })
 }
+
+// readyz returns the status code of GET /readyz.
+func readyz(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestNotReadyUntilSynced: a replica that cannot read the objects (its identity has no
+// rights) serves, but is not ready — it must not take events for Brokers it does not
+// know — while one that has read them is.
+func TestNotReadyUntilSynced(t *testing.T) {
+	kubetest.Need(t, srv)
+	kc, err := srv.KubeconfigAs("system:serviceaccount:nobody:nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind := sluicetest.Start(t, sluiceBin, hang, "--kubernetes", "--kubeconfig", kc)
+	stopAtEnd(t, blind)
+	for range 5 {
+		if code := readyz(t, blind.Base); code != http.StatusServiceUnavailable {
+			t.Fatalf("GET /readyz of a replica that read no object: %d, want 503", code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s := serve(t)
+	if err := sluicetest.WaitReady(s.Base, hang); err != nil {
+		t.Fatal(err)
+	}
+}
