@@ -304,7 +304,9 @@ func Main(m interface{ Run() int }, s **Server) int {
 	log.Printf("kubetest: API server with etcd and the Knative CRDs on %s in %v", srv.Config.Host, time.Since(t0).Round(time.Millisecond))
 	*s = srv
 	code := m.Run()
+	t1 := time.Now()
 	srv.Stop()
+	log.Printf("kubetest: API server stopped in %v", time.Since(t1).Round(time.Millisecond))
 	return code
 }
 
