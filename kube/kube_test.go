@@ -286,3 +286,26 @@ func TestLeaderElection(t *testing.T) {
 		return c != nil && c["status"] == "True"
 	})
 }
+
+func TestChannelAndSubscriptionStatus(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "channels"
+	namespace(t, ns)
+	imc := schema.GroupVersionResource{Group: "messaging.knative.dev", Version: "v1", Resource: "inmemorychannels"}
+	subs := schema.GroupVersionResource{Group: "messaging.knative.dev", Version: "v1", Resource: "subscriptions"}
+	watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, imc, `{apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, metadata: {name: ch, namespace: channels}}`)
+	apply(t, subs, `{apiVersion: messaging.knative.dev/v1, kind: Subscription, metadata: {name: s, namespace: channels},
+  spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: ch}, subscriber: {uri: "http://127.0.0.1:9/s"}}}`)
+	ch := waitFor(t, imc, ns, "ch", "ready", func(u *unstructured.Unstructured) bool {
+		c := readyCondition(u)
+		return c != nil && c["status"] == "True"
+	})
+	if url, _, _ := unstructured.NestedString(ch.Object, "status", "address", "url"); url != "http://127.0.0.1:8080/channels/ch" {
+		t.Errorf("channel status.address.url %q", url)
+	}
+	waitFor(t, subs, ns, "s", "ready", func(u *unstructured.Unstructured) bool {
+		c := readyCondition(u)
+		return c != nil && c["status"] == "True"
+	})
+}
