@@ -14,6 +14,9 @@ const (
 	classMTChannel       = "MTChannelBasedBroker"
 	classKafka           = "Kafka"
 	classKafkaNamespaced = "KafkaNamespaced" // a Kafka broker whose data plane runs in its namespace
+	// ClassSluice is Sluice's own broker class: the broker runs on the channel its
+	// sluice.dev/channel annotation names, or the server's --channel.
+	ClassSluice = "Sluice"
 
 	systemNamespace        = "knative-eventing"
 	cmBrokerDefaults       = "config-br-defaults"
@@ -31,7 +34,7 @@ const (
 
 // brokerClasses are the broker classes Sluice runs, in the order messages list them.
 func brokerClasses() []string {
-	return []string{classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream, classRabbitMQ}
+	return []string{ClassSluice, classMTChannel, classKafka, classKafkaNamespaced, classNatsJetStream, classRabbitMQ}
 }
 
 // cloudClass says, for a class whose data plane is a cloud provider's service, that
@@ -265,6 +268,19 @@ func (c *classes) broker(p *parsed) (brokerBackend, []string) {
 		return c.rabbitmqBroker(b, ns, ref, refField)
 	}
 	out := brokerBackend{class: class}
+	if class == ClassSluice {
+		if b.config != nil {
+			errs = append(errs, fmt.Sprintf("spec.config: a broker of class %s reads no ConfigMap; choose its channel with metadata.annotations.%s", ClassSluice, annotationChannel))
+		}
+		if b.externalTopic != "" {
+			errs = append(errs, fmt.Sprintf("metadata.annotations.%s: only for a broker of class %s", annotationExternalTopic, classKafka))
+		}
+		out.backend = b.backend
+		if out.backend == "" {
+			out.backend = ChannelDefault
+		}
+		return out, errs
+	}
 	if !slices.Contains(brokerClasses(), class) {
 		// The class is the blocker: nothing else of a broker Sluice does not run matters.
 		where := "metadata.annotations." + annotationClass

@@ -151,9 +151,9 @@ type Broker struct {
 	// Channel is the backend: ChannelDefault, ChannelMemory, ChannelJetStream,
 	// ChannelKafka, ChannelKinesis or ChannelRabbitMQ.
 	Channel string
-	// Class is the Knative broker class the Broker runs as: "MTChannelBasedBroker",
-	// "Kafka", "KafkaNamespaced", "NatsJetStreamBroker" or "RabbitMQBroker"; empty for
-	// channels.
+	// Class is the Knative broker class the Broker runs as: "Sluice",
+	// "MTChannelBasedBroker", "Kafka", "KafkaNamespaced", "NatsJetStreamBroker" or
+	// "RabbitMQBroker"; empty for channels.
 	Class string
 	// Settings are what the backend reads of the object, as written (see Settings);
 	// nil when there is none.

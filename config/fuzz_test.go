@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +188,32 @@ func checkMapping(key, text string) string {
 		return fmt.Sprintf("key %q template %q: %q %v", key, text, u, ok)
 	}
 	return ""
+}
+
+// FuzzReadDocuments reads documents as the Kubernetes mode passes them (objects from the
+// API server, JSON): input split at NUL bytes into documents. No input panics, and every
+// object's status names the document it came from.
+func FuzzReadDocuments(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"eventing.knative.dev/v1","kind":"Broker","metadata":{"name":"b","namespace":"n","generation":1,"annotations":{"eventing.knative.dev/broker.class":"Sluice"}}}` + "\x00" +
+		`{"apiVersion":"eventing.knative.dev/v1","kind":"Trigger","metadata":{"name":"t","namespace":"n"},"spec":{"broker":"b","subscriber":{"uri":"http://x/"}}}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"config-br-defaults","namespace":"knative-eventing"},"data":{"default-br-config":"{clusterDefault: {brokerClass: Sluice}}"}}`))
+	f.Add([]byte("{}\x00null\x00[]\x00{\"kind\":\"List\",\"apiVersion\":\"v1\",\"items\":[{}]}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var docs []Document
+		names := map[string]bool{}
+		for i, d := range bytes.Split(b, []byte{0}) {
+			name := "kubernetes:doc/" + strconv.Itoa(i)
+			docs = append(docs, Document{Name: name, Data: d})
+			names[name] = true
+		}
+		cfg, err := ReadDocuments(docs)
+		if err != nil {
+			return
+		}
+		for _, o := range cfg.Objects {
+			if !names[o.File] {
+				t.Fatalf("object %s names document %q, not one of the input", o.Key(), o.File)
+			}
+		}
+	})
 }

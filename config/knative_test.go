@@ -302,6 +302,9 @@ func TestBrokerClasses(t *testing.T) {
 		br("defaulted", "", "")+
 		br("mt", "eventing.knative.dev/broker.class: MTChannelBasedBroker", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: imc}}\n")+
 		br("sluice", "sluice.dev/channel: jetstream", "")+
+		br("sluiceclass", "eventing.knative.dev/broker.class: Sluice", "")+
+		br("sluicejs", "eventing.knative.dev/broker.class: Sluice, sluice.dev/channel: jetstream", "")+
+		br("sluicecfg", "eventing.knative.dev/broker.class: Sluice", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: imc}}\n")+
 		br("conflict", "eventing.knative.dev/broker.class: Kafka, sluice.dev/channel: memory", "")+
 		br("rabbit", "eventing.knative.dev/broker.class: RabbitMQBroker", "")+
 		br("secret", "eventing.knative.dev/broker.class: Kafka", "spec: {config: {apiVersion: v1, kind: ConfigMap, name: secret}}\n")+
@@ -327,15 +330,22 @@ func TestBrokerClasses(t *testing.T) {
 	if s := b("shop/sluice"); s.Channel != ChannelJetStream {
 		t.Errorf("sluice: %+v", s)
 	}
+	if s := b("shop/sluiceclass"); s.Class != ClassSluice || s.Channel != ChannelDefault {
+		t.Errorf("class Sluice: %+v", s)
+	}
+	if s := b("shop/sluicejs"); s.Class != ClassSluice || s.Channel != ChannelJetStream {
+		t.Errorf("class Sluice on jetstream: %+v", s)
+	}
 	if c := b("shop/ch"); c.Channel != ChannelKafka || !maps.Equal(c.Settings, Settings{"spec.numPartitions": "2"}) {
 		t.Errorf("channel defaulted by default-ch-webhook: %+v", c)
 	}
 	for key, w := range map[string]string{
-		"Broker shop/conflict": `metadata.annotations.sluice.dev/channel: "memory" conflicts with the kafka backend`,
-		"Broker shop/rabbit":   `spec.config: required: a RabbitMQBroker broker names a RabbitmqBrokerConfig`,
-		"Broker shop/secret":   "data.auth.secret.ref.name: supported by Knative, not by Sluice",
-		"Broker shop/topic":    "external.topic: only for a broker of class Kafka",
-		"Broker shop/missing":  "spec.config: ConfigMap shop/nope is not in the configuration",
+		"Broker shop/conflict":  `metadata.annotations.sluice.dev/channel: "memory" conflicts with the kafka backend`,
+		"Broker shop/rabbit":    `spec.config: required: a RabbitMQBroker broker names a RabbitmqBrokerConfig`,
+		"Broker shop/secret":    "data.auth.secret.ref.name: supported by Knative, not by Sluice",
+		"Broker shop/topic":     "external.topic: only for a broker of class Kafka",
+		"Broker shop/missing":   "spec.config: ConfigMap shop/nope is not in the configuration",
+		"Broker shop/sluicecfg": "spec.config: a broker of class Sluice reads no ConfigMap",
 	} {
 		if o := status(t, cfg, key); o.Ready || !strings.Contains(o.Reason, w) {
 			t.Errorf("%s: %q, want %q", key, o.Reason, w)
@@ -565,7 +575,7 @@ metadata: {name: on-foreign, namespace: shop}
 spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, name: foreign}, subscriber: {uri: "http://a/"}}
 `)
 	for _, tt := range []struct{ key, reason string }{
-		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "ExampleBroker" is not a broker class Sluice runs (MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker, RabbitMQBroker)`},
+		{"Broker shop/rabbit", `metadata.annotations.eventing.knative.dev/broker.class: "ExampleBroker" is not a broker class Sluice runs (Sluice, MTChannelBasedBroker, Kafka, KafkaNamespaced, NatsJetStreamBroker, RabbitMQBroker)`},
 		{"Broker shop/cm-kind", `spec.config: eventing.knative.dev/v1alpha1 "RabbitmqBrokerConfig" is not supported; a MTChannelBasedBroker broker reads a v1 ConfigMap`},
 		{"PingSource shop/json", "spec.jsonData: removed from Knative (not a field of this apiVersion): a field of sources.knative.dev/v1alpha2 and v1beta1 PingSource only; write the same text as spec.data"},
 		{"PingSource shop/to-natss", "spec.sink.ref: NatssChannel shop/natss (messaging.knative.dev/v1alpha1, x.yaml document 4): Sluice does not run Knative's NatssChannel (messaging.knative.dev/v1alpha1); it is skipped; give its address in --refs or ConfigMap knative-eventing/config-kreference-mapping"},

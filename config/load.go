@@ -46,6 +46,38 @@ func Load(path string, opts ...Option) (*Config, error) {
 	return cfg, nil
 }
 
+// Document is one YAML or JSON document of a configuration that is not read from files,
+// such as an object from a Kubernetes API server. Name stands for the file name: it is
+// ObjectStatus.File and names the object in messages.
+type Document struct {
+	Name string
+	Data []byte
+}
+
+// ReadDocuments reads a configuration from docs the way Read reads files, each Document
+// as a file of that name, with the same checks and bounds: the documents together are
+// at most MaxConfigBytes and expand to at most MaxExpandedBytes. WithPrevious keeps the
+// last good version of an object that is now invalid, as Watch does.
+func ReadDocuments(docs []Document, opts ...Option) (*Config, error) {
+	st, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]fileData, 0, len(docs))
+	left := int64(MaxConfigBytes)
+	for _, d := range docs {
+		if left -= int64(len(d.Data)); left < 0 {
+			return nil, fmt.Errorf("config: %s: the configuration's documents together are larger than %s (config.MaxConfigBytes)", d.Name, mib(MaxConfigBytes))
+		}
+		files = append(files, fileData{d.Name, d.Data})
+	}
+	refs, err := readRefs(st.refsFile)
+	if err != nil {
+		return nil, err
+	}
+	return load(files, refs, st)
+}
+
 // fileData is one file's name and content.
 type fileData struct {
 	name string

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -406,5 +407,48 @@ func TestAPIVersions(t *testing.T) {
 		if o.Ready != tt.ready || !strings.Contains(o.Reason, tt.reason) || (tt.reason == "" && o.Reason != "") {
 			t.Errorf("%s %s: ready %v, reason %q; want ready %v, reason %q", tt.apiVersion, tt.kind, o.Ready, o.Reason, tt.ready, tt.reason)
 		}
+	}
+}
+
+func TestReadDocuments(t *testing.T) {
+	broker := []byte(`{"apiVersion":"eventing.knative.dev/v1","kind":"Broker","metadata":{"name":"b","namespace":"shop","annotations":{"eventing.knative.dev/broker.class":"Sluice"}},"status":{"conditions":[]}}`)
+	trigger := []byte(`{"apiVersion":"eventing.knative.dev/v1","kind":"Trigger","metadata":{"name":"t","namespace":"shop","uid":"u","generation":2},"spec":{"broker":"b","subscriber":{"uri":"http://127.0.0.1:9/x"}}}`)
+	bad := []byte(`{"apiVersion":"eventing.knative.dev/v1","kind":"Trigger","metadata":{"name":"bad","namespace":"shop"},"spec":{"broker":"b","bogus":1}}`)
+	tests := []struct {
+		name    string
+		docs    []Document
+		ready   map[string]bool
+		wantErr string
+	}{
+		{"objects", []Document{{"api: brokers/shop/b", broker}, {"api: triggers/shop/t", trigger}, {"api: triggers/shop/bad", bad}},
+			map[string]bool{"Broker shop/b": true, "Trigger shop/t": true, "Trigger shop/bad": false}, ""},
+		{"too large", []Document{{"api: big", make([]byte, MaxConfigBytes+1)}}, nil, "larger than 32 MiB (config.MaxConfigBytes)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ReadDocuments(tc.docs, WithIngressURL("http://127.0.0.1:8080"))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, o := range cfg.Objects {
+				got[o.Key()] = o.Ready
+			}
+			if !maps.Equal(got, tc.ready) {
+				t.Errorf("ready %v, want %v; objects %+v", got, tc.ready, cfg.Objects)
+			}
+			if o := status(t, cfg, "Trigger shop/bad"); !strings.Contains(o.Reason, "spec.bogus: unknown field") || o.File != "api: triggers/shop/bad" {
+				t.Errorf("bad trigger: %+v", o)
+			}
+			if o := status(t, cfg, "Broker shop/b"); o.Address != "http://127.0.0.1:8080/shop/b" {
+				t.Errorf("broker address %q", o.Address)
+			}
+		})
 	}
 }

@@ -56,6 +56,7 @@ type serveFlags struct {
 	observe         observeFlags       // --otlp-endpoint, --trace-sample-ratio, /ui
 	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
 	dlq             dlqFlags           // --dlq-max-* (dlq.go)
+	kube            kubeFlags          // --kubernetes (serve_kube.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -115,6 +116,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	f.observe.register(fl)
 	f.security.register(fl)
 	f.dlq.register(fl)
+	f.kube.register(fl)
 	return cmd
 }
 
@@ -139,6 +141,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	if err := f.security.check(cmd.Flags().Changed); err != nil {
+		return err
+	}
+	if err := f.kube.check(cmd.Flags().Changed, f.config); err != nil {
 		return err
 	}
 	if f.security.maxInflightBody = int64(f.maxInflightBody); f.maxInflightBody == 0 {
@@ -167,6 +172,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 			return err
 		}
 		clog.report(cfg) // objects stand alone: a bad one is logged, the rest run
+	}
+	if f.kube.enabled { // nothing runs until the objects are read from the API server
+		base := ingressBaseURL(f.security.scheme(), ln.Addr().String())
+		if f.kube.addressURL != "" {
+			base = f.kube.addressURL
+		}
+		cfgOpts = f.knative.options(base)
+		if cfg, err = config.ReadDocuments(nil, cfgOpts...); err != nil {
+			return err
+		}
 	}
 	// Let the GC work harder before the heap outgrows what the queues may hold, unless
 	// the user set GOMEMLIMIT: the queued bytes, half as much again for their garbage,
@@ -219,8 +234,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := srv.Apply(ctx, cfg); err != nil {
-		log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
+	// With --kubernetes the first Apply is of the objects read once the informers have
+	// synced: until then /readyz answers 503, and no pod takes events for Brokers it does
+	// not know yet.
+	if !f.kube.enabled {
+		if err := srv.Apply(ctx, cfg); err != nil {
+			log.Error("not every broker started; the others run (sluice status lists them)", "err", redact.Text(err.Error()))
+		}
 	}
 	// PingSources send with the deliveries' client: the same --deny-egress, no redirects
 	// followed, bounded response heads.
@@ -259,7 +279,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		srv.Shutdown(ctx)
 		return err
 	}
-	printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
+	if f.kube.enabled {
+		fmt.Fprintf(cmd.OutOrStdout(), "ingest: %s/<namespace>/<broker> (each Broker's status.address.url)\n", ingressBaseURL(hs.Scheme(), ln.Addr().String()))
+	} else {
+		printIngestURLs(cmd, hs.Scheme(), ln.Addr().String(), cfg)
+	}
 	log.Info("sluice serving", "addr", ln.Addr().String(), "brokers", len(cfg.Brokers), "memory_limit", f.memoryLimit.String())
 
 	// runServe owns the config watcher, the dashboard's sampler and the HTTP servers (the
@@ -271,26 +295,37 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 	bg.Go(func() { obs.ui.Run(uiCtx) }) // samples the metrics for GET /ui until serve returns
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	// reload applies a configuration read again; initial is the first, already applied.
+	reload := func(c *config.Config, initial bool) {
+		clog.report(c)
+		if err := pings.Apply(c.PingSources); err != nil {
+			log.Error("not every PingSource started", "err", redact.Text(err.Error()))
+		}
+		switch err := srv.Apply(watchCtx, c); {
+		case errors.Is(err, broker.ErrShutdown): // too late: shutting down
+		case err != nil:
+			log.Error("config reloaded with errors", "err", redact.Text(err.Error()))
+		case !initial:
+			log.Info("config reloaded", "brokers", len(c.Brokers))
+		}
+	}
+	rejected := func(err error) {
+		log.Error("config change rejected; keeping the running config", "err", redact.Text(err.Error()))
+	}
 	if f.config != "" {
 		first := true // Watch first reports the config as it stands: already applied
 		bg.Go(func() {
 			config.Watch(watchCtx, f.config, f.reloadInterval, func(c *config.Config) {
 				initial := first
 				first = false
-				clog.report(c)
-				if err := pings.Apply(c.PingSources); err != nil {
-					log.Error("not every PingSource started", "err", redact.Text(err.Error()))
-				}
-				switch err := srv.Apply(watchCtx, c); {
-				case errors.Is(err, broker.ErrShutdown): // too late: shutting down
-				case err != nil:
-					log.Error("config reloaded with errors", "err", redact.Text(err.Error()))
-				case !initial:
-					log.Info("config reloaded", "brokers", len(c.Brokers))
-				}
-			}, func(err error) {
-				log.Error("config change rejected; keeping the running config", "err", redact.Text(err.Error()))
-			}, append(cfgOpts, config.WithPrevious(cfg))...)
+				reload(c, initial)
+			}, rejected, append(cfgOpts, config.WithPrevious(cfg))...)
+		})
+	}
+	kubeErr := make(chan error, 1)
+	if f.kube.enabled {
+		bg.Go(func() {
+			kubeErr <- f.kube.watch(watchCtx, cfgOpts, srv.Status, func(c *config.Config) { reload(c, false) }, rejected, log)
 		})
 	}
 
@@ -310,6 +345,14 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		stopWatch()
 		srv.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
+	case err := <-kubeErr:
+		if err != nil { // nil: ctx is done, which the case below sees
+			hs.Close()
+			stopWatch()
+			srv.Shutdown(context.Background())
+			return err
+		}
+		<-ctx.Done()
 	case <-ctx.Done():
 	}
 

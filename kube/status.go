@@ -1,0 +1,203 @@
+package kube
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/internal/redact"
+)
+
+// Reasons of the Ready condition Sluice writes.
+const (
+	// ReasonInvalid: the object as written cannot run (the message names the field).
+	ReasonInvalid = "Invalid"
+	// ReasonNotRunning: the object is valid, but it or the channel it runs on is not
+	// running now (its backend unreachable).
+	ReasonNotRunning = "NotRunning"
+)
+
+// elect runs for the Lease until ctx is done; while this replica holds it, it writes the
+// status of every object after each change (written) and every StatusInterval.
+func (w *watcher) elect(ctx context.Context, written <-chan struct{}) {
+	e := w.opts.Election
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
+		Client:     w.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity},
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   e.LeaseDuration,
+			RenewDeadline:   e.RenewDeadline,
+			RetryPeriod:     e.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            e.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					w.opts.Logger.Info("kubernetes: writing status (leader)", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity)
+					w.writeLoop(lctx, written)
+				},
+				OnStoppedLeading: func() {
+					w.opts.Logger.Info("kubernetes: not writing status (leader no more)", "identity", e.Identity)
+				},
+			},
+		})
+		if err != nil { // the config is checked by defaults: not expected
+			w.opts.Logger.Error("kubernetes: leader election", "err", err)
+			return
+		}
+		le.Run(ctx) // returns when leadership is lost or ctx is done: stand again
+	}
+}
+
+func (w *watcher) writeLoop(ctx context.Context, written <-chan struct{}) {
+	t := time.NewTicker(w.opts.StatusInterval)
+	defer t.Stop()
+	failing := map[string]string{} // "Kind ns/name" → the error last logged for it
+	for {
+		w.writeAll(ctx, failing)
+		select {
+		case <-ctx.Done():
+			return
+		case <-written:
+		case <-t.C:
+		}
+	}
+}
+
+// writeAll writes the status of every object of the applied configuration whose status
+// on the server differs. A failed write is logged once per object and error (in failing).
+func (w *watcher) writeAll(ctx context.Context, failing map[string]string) {
+	w.mu.Lock()
+	gens := w.applied
+	w.mu.Unlock()
+	objs := w.opts.Status()
+	seen := make(map[string]bool, len(objs))
+	defer func() {
+		for k := range failing {
+			if !seen[k] {
+				delete(failing, k) // the object is gone
+			}
+		}
+	}()
+	for _, o := range objs {
+		if ctx.Err() != nil {
+			return
+		}
+		seen[o.Key()] = true
+		gen, ours := gens[o.Key()]
+		store := w.stores[o.Kind]
+		if !ours || store == nil || o.Skipped || o.Kind == "ConfigMap" {
+			continue
+		}
+		item, ok, err := store.GetByKey(storeKey(o.Namespace, o.Name))
+		if err != nil || !ok {
+			continue // deleted since
+		}
+		cur := item.(*unstructured.Unstructured)
+		if cur.GetGeneration() != gen {
+			continue // edited since: its status follows the next configuration
+		}
+		want := desiredStatus(o, gen, cur)
+		if reflect.DeepEqual(want, cur.Object["status"]) {
+			continue
+		}
+		up := cur.DeepCopy()
+		up.Object["status"] = want
+		r := resourceOf(o.Kind)
+		_, err = w.dyn.Resource(r.gvr).Namespace(cur.GetNamespace()).UpdateStatus(ctx, up, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			delete(failing, o.Key())
+		case apierrors.IsConflict(err): // edited since: the next round writes again
+		case failing[o.Key()] != err.Error(): // forbidden (RBAC), an outage…: retried every round
+			failing[o.Key()] = err.Error()
+			w.opts.Logger.Warn("kubernetes: status not written", "object", o.Key(), "err", redact.Text(err.Error()))
+		}
+	}
+}
+
+// storeKey is the informer store's key of an object.
+func storeKey(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func resourceOf(kind string) resource {
+	for _, r := range resources {
+		if r.kind == kind {
+			return r
+		}
+	}
+	return resource{}
+}
+
+// desiredStatus is the status object o should have, with gen observed, keeping what of
+// cur's status Sluice does not write and the transition time of an unchanged condition.
+func desiredStatus(o config.ObjectStatus, gen int64, cur *unstructured.Unstructured) map[string]any {
+	st := map[string]any{}
+	if old, ok := cur.Object["status"].(map[string]any); ok {
+		for k, v := range old {
+			st[k] = v
+		}
+	}
+	cond := map[string]any{"type": "Ready", "status": "True"}
+	if !o.Ready {
+		cond["status"] = "False"
+		cond["reason"] = ReasonInvalid
+		if strings.HasPrefix(o.Reason, "not running: ") || strings.HasPrefix(o.Reason, "its channel ") {
+			cond["reason"] = ReasonNotRunning
+		}
+	}
+	if o.Reason != "" {
+		cond["message"] = o.Reason
+	}
+	cond["lastTransitionTime"] = time.Now().UTC().Format(time.RFC3339)
+	if conds, ok := st["conditions"].([]any); ok {
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == cond["status"] && m["lastTransitionTime"] != nil {
+				cond["lastTransitionTime"] = m["lastTransitionTime"]
+			}
+		}
+	}
+	st["conditions"] = []any{cond}
+	st["observedGeneration"] = gen
+	switch {
+	case o.Address != "" && o.Ready:
+		st["address"] = map[string]any{"url": o.Address}
+		st["addresses"] = []any{map[string]any{"url": o.Address}}
+	case o.Address != "" || hasAddress(o.Kind):
+		delete(st, "address") // not ready: no address to send to
+		delete(st, "addresses")
+	}
+	if o.Kind == "Trigger" {
+		delete(st, "subscriberUri")
+		for _, r := range o.Refs {
+			if r.Field == "spec.subscriber" && o.Ready {
+				st["subscriberUri"] = r.URL
+			}
+		}
+	}
+	return st
+}
+
+// hasAddress reports whether objects of kind are Addressable.
+func hasAddress(kind string) bool {
+	switch kind {
+	case "Broker", "Channel", "InMemoryChannel", "KafkaChannel", "Sequence", "Parallel":
+		return true
+	}
+	return false
+}
