@@ -31,7 +31,9 @@ import (
 // condition: a failed condition means the lease was taken, and the replica stops reading
 // the shard. A lease whose counter a replica has seen unchanged for the lease duration (on
 // its own clock: no clocks are compared) is expired, and may be taken on condition that
-// its counter and owner are still the ones seen. Replicas balance: each takes free and
+// its counter and owner are still the ones seen. Its owner stops reading the shard before
+// that, at the start of its last successful renewal plus the lease duration less
+// leaseMargin, however long its calls to the table hang. Replicas balance: each takes free and
 // expired leases up to its share (the leases over the live owners, rounded up), and one
 // below its share steals one lease per round from the owner holding the most, when that
 // owner holds at least two more than it. Closing releases the replica's leases with their
