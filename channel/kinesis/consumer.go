@@ -39,10 +39,14 @@ type consumer struct {
 	unacked int
 
 	// With a lease table (ch.leases): used by the follow goroutine, then by Close.
-	group   string                // the subscription's leases
-	seed    checkpoint            // a checkpoint file's, for leases created here
-	held    map[string]time.Time  // leases owned, by shard: when last renewed
-	written map[string]shardCheck // the checkpoint last written to each lease held
+	group string     // the subscription's leases
+	seed  checkpoint // a checkpoint file's, for leases created here
+	// held: the leases owned, by shard, each with its deadline (its last successful
+	// renewal's start plus the lease duration, less leaseMargin): written under mu by the
+	// follow goroutine (or Close), read by the timers that stop a shard's reader at it.
+	held    map[string]time.Time
+	timers  map[string]*time.Timer // per lease held: fires at its deadline (follow goroutine)
+	written map[string]shardCheck  // the checkpoint last written to each lease held
 	obs     observer
 }
 
@@ -86,7 +90,7 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 		// The checkpoint file, if any, only seeds leases: the table holds the truth.
 		k.seed, k.cp = cp, checkpoint{Subscription: name, Shards: map[string]shardCheck{}}
 		k.group = leaseGroup(c.stream, name)
-		k.held, k.written = map[string]time.Time{}, map[string]shardCheck{}
+		k.held, k.timers, k.written = map[string]time.Time{}, map[string]*time.Timer{}, map[string]shardCheck{}
 	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.wg.Add(1)
@@ -122,6 +126,7 @@ func (k *consumer) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = k.writeLeases(ctx, true)
 			cancel()
+			k.stopTimers()
 		} else {
 			k.mu.Lock()
 			err = k.cp.save(k.path)
@@ -224,8 +229,8 @@ func (k *consumer) startShards(all []types.Shard) {
 		if _, started := k.shards[id]; started || k.cp.Shards[id].Done {
 			continue
 		}
-		if _, held := k.held[id]; k.ch.leases != nil && !held {
-			continue
+		if until, held := k.held[id]; k.ch.leases != nil && (!held || !time.Now().Before(until)) {
+			continue // not ours, or past its deadline (the follow goroutine drops it)
 		}
 		if !finished(aws.ToString(s.ParentShardId)) || !finished(aws.ToString(s.AdjacentParentShardId)) {
 			continue // per-key order: a child is read after its parents
@@ -377,6 +382,11 @@ func (k *consumer) add(sh *shard, r types.Record) bool {
 		return false
 	}
 	k.mu.Lock()
+	if sh.lost { // its lease ended while this record was read: the new owner reads it
+		k.mu.Unlock()
+		<-k.slots
+		return false
+	}
 	sh.pend = append(sh.pend, p)
 	k.unacked++
 	k.mu.Unlock()

@@ -27,7 +27,7 @@ func (k *consumer) followLeases() {
 		case <-round.C:
 			k.leaseRound()
 		case <-save.C:
-			ctx, cancel := context.WithTimeout(k.ctx, d)
+			ctx, cancel := context.WithTimeout(k.ctx, k.callLimit())
 			err := k.writeLeases(ctx, false)
 			cancel()
 			if err != nil && k.ctx.Err() == nil {
@@ -40,30 +40,109 @@ func (k *consumer) followLeases() {
 	}
 }
 
+// leaseMargin is how long before a lease could expire, as other replicas see it, its
+// owner stops reading the shard: a lease's deadline is the start of its last successful
+// renewal (or take) plus the lease duration, less this margin. Another replica can take
+// the lease only once it has seen the counter that renewal wrote unchanged for the lease
+// duration, which starts after the renewal started: the old owner stops first.
+func leaseMargin(d time.Duration) time.Duration { return d / 10 }
+
+// callLimit bounds the lease table calls of a round or a checkpoint write: the lease
+// duration, or less when a lease's deadline comes sooner, so that a DynamoDB that hangs
+// does not delay the next renewals past a deadline.
+func (k *consumer) callLimit() time.Duration {
+	limit := k.ch.leases.duration
+	now := time.Now()
+	for _, until := range k.held {
+		limit = min(limit, until.Sub(now))
+	}
+	return max(limit, time.Millisecond)
+}
+
+// hold records that this replica owns the lease of shard id until the deadline of a
+// renewal (or take) that started at start, and arms the timer that stops the shard's
+// reader at that deadline, on its own goroutine: however long the follow goroutine waits
+// on DynamoDB, the reader stops in time.
+func (k *consumer) hold(id string, start time.Time) {
+	until := start.Add(k.ch.leases.duration - leaseMargin(k.ch.leases.duration))
+	k.mu.Lock()
+	k.held[id] = until
+	k.mu.Unlock()
+	wait := time.Until(until)
+	if tm := k.timers[id]; tm != nil {
+		tm.Reset(wait)
+		return
+	}
+	k.timers[id] = time.AfterFunc(wait, func() { k.expire(id) })
+}
+
+// unhold forgets the lease of shard id (dropped or released) and disarms its timer.
+func (k *consumer) unhold(id string) {
+	k.mu.Lock()
+	delete(k.held, id)
+	k.mu.Unlock()
+	delete(k.written, id)
+	if tm := k.timers[id]; tm != nil {
+		tm.Stop()
+		delete(k.timers, id)
+	}
+}
+
+// stopTimers disarms every lease timer; called by Close.
+func (k *consumer) stopTimers() {
+	for id, tm := range k.timers {
+		tm.Stop()
+		delete(k.timers, id)
+	}
+}
+
+// expire, run by a lease's timer, stops the reader of shard id if its lease's deadline
+// has passed without a renewal: another replica may take the lease from then on. The
+// follow goroutine drops the lease at its next round, or reads the shard again if a
+// renewal that was under way succeeds.
+func (k *consumer) expire(id string) {
+	k.mu.Lock()
+	until, held := k.held[id]
+	sh := k.shards[id]
+	stop := held && !time.Now().Before(until) && sh != nil
+	if stop {
+		sh.lost = true
+		sh.cancel()
+		delete(k.shards, id)
+	}
+	k.mu.Unlock()
+	if stop {
+		k.ch.log.Warn("lease-expired", "kinesis: lease not renewed within its duration; stop reading the shard", "stream", k.ch.stream, "subscription", k.name, "shard", id)
+	}
+}
+
 // leaseRound is one round of a consumer with a lease table, run by the follow goroutine
-// every third of the lease duration: renew the leases held, create the leases of new
-// shards, take free, expired or (to balance) stolen ones, and start reading the shards
-// held.
+// every third of the lease duration: drop the leases past their deadline, renew the
+// others, create the leases of new shards, take free, expired or (to balance) stolen
+// ones, and start reading the shards held.
 func (k *consumer) leaseRound() {
 	t := k.ch.leases
-	now := time.Now()
-	// A round that hangs (DynamoDB unreachable) ends with the lease duration: the next
-	// one drops the leases not renewed within it.
-	ctx, cancel := context.WithTimeout(k.ctx, t.duration)
+	for id, until := range k.held {
+		if !time.Now().Before(until) {
+			k.expire(id) // in case its timer has not run yet
+			k.drop(id)   // taken again from the table when still ours
+		}
+	}
+	// A round that hangs (DynamoDB unreachable) ends at the first deadline of the leases
+	// held, or with the lease duration.
+	ctx, cancel := context.WithTimeout(k.ctx, k.callLimit())
 	defer cancel()
-	for id, renewed := range k.held {
+	for id := range k.held {
+		start := time.Now()
 		err := t.renew(ctx, k.group, id)
 		switch {
 		case err == nil:
-			k.held[id] = now
+			k.hold(id, start)
 		case errors.Is(err, errLeaseLost):
 			k.ch.cfg.logger.Info("kinesis: lease taken by another replica; stop reading the shard", "stream", k.ch.stream, "subscription", k.name, "shard", id)
 			k.drop(id)
-		case now.Sub(renewed) >= t.duration:
-			k.ch.log.Warn("lease", "kinesis: lease not renewed within its duration; stop reading the shard", "stream", k.ch.stream, "subscription", k.name, "shard", id, "err", err)
-			k.drop(id)
 		case k.ctx.Err() == nil:
-			k.ch.log.Warn("lease", "kinesis: cannot renew a lease; retrying", "shard", id, "err", err)
+			k.ch.log.Warn("lease", "kinesis: cannot renew a lease; retrying until its deadline", "shard", id, "err", err)
 		}
 	}
 	all, err := k.listShards(ctx)
@@ -81,6 +160,8 @@ func (k *consumer) leaseRound() {
 		k.startShards(all)
 		return
 	}
+	// Seen once read: a counter is never taken as seen before the write that set it.
+	now := time.Now()
 	k.obs.observe(ls, now)
 	var open, take []lease
 	k.mu.Lock()
@@ -98,6 +179,7 @@ func (k *consumer) leaseRound() {
 	k.mu.Unlock()
 	take = append(take, plan(t.owner, open, func(l lease) bool { return k.obs.expired(l, now, t.duration) })...)
 	for _, l := range take {
+		start := time.Now()
 		got, err := t.take(ctx, k.group, l)
 		if errors.Is(err, errLeaseLost) {
 			continue // another replica was first
@@ -112,7 +194,7 @@ func (k *consumer) leaseRound() {
 		k.mu.Lock()
 		k.cp.Shards[l.shard] = got.check
 		k.mu.Unlock()
-		k.held[l.shard] = now
+		k.hold(l.shard, start)
 		k.written[l.shard] = got.check
 	}
 	k.startShards(all)
@@ -193,8 +275,7 @@ func (k *consumer) writeLeases(ctx context.Context, release bool) error {
 		case err != nil:
 			errs = append(errs, err)
 		case rel:
-			delete(k.held, w.id)
-			delete(k.written, w.id)
+			k.unhold(w.id)
 		default:
 			k.written[w.id] = w.check
 		}
@@ -205,8 +286,7 @@ func (k *consumer) writeLeases(ctx context.Context, release bool) error {
 // drop stops reading shard id, whose lease is no longer held. Its messages in flight
 // settle without moving a checkpoint; the new owner delivers them again.
 func (k *consumer) drop(id string) {
-	delete(k.held, id)
-	delete(k.written, id)
+	k.unhold(id)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if sh := k.shards[id]; sh != nil {

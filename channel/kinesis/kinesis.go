@@ -262,23 +262,33 @@ func (c *Channel) forget(k *consumer) {
 
 // Remove closes the subscription's consumer if open and deletes its checkpoint (its
 // leases, with a lease table). Its records stay in the stream until its retention period
-// ends and are not delivered.
+// ends and are not delivered. With a lease table, the leases are kept while another live
+// replica owns one (it still reads the subscription; the last replica to remove it
+// deletes them); those of a replica gone are deleted once seen unrenewed for the lease
+// duration, and an error says so if ctx ends before. A failure to close the consumer is
+// returned only when the checkpoint or leases it could not write are kept.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	k := c.consumers[name]
 	c.mu.Unlock()
+	var closeErr error
+	var seen map[string]sighting
 	if k != nil {
-		_ = k.Close()
+		closeErr = k.Close()
+		seen = k.obs.seen // the follow goroutine has ended
 	}
 	if c.leases != nil {
-		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name)); err != nil {
-			return err
+		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name), seen); err != nil {
+			return errors.Join(closeErr, err)
 		}
 	}
 	if c.cfg.checkpointDir == "" {
 		return nil
 	}
-	return removeCheckpoint(checkpointPath(c.cfg.checkpointDir, c.stream, name))
+	if err := removeCheckpoint(checkpointPath(c.cfg.checkpointDir, c.stream, name)); err != nil {
+		return errors.Join(closeErr, err)
+	}
+	return nil
 }
 
 // Close closes every consumer, writing its checkpoint. Unsettled records stay in the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -31,7 +32,9 @@ import (
 // condition: a failed condition means the lease was taken, and the replica stops reading
 // the shard. A lease whose counter a replica has seen unchanged for the lease duration (on
 // its own clock: no clocks are compared) is expired, and may be taken on condition that
-// its counter and owner are still the ones seen. Replicas balance: each takes free and
+// its counter and owner are still the ones seen. Its owner stops reading the shard before
+// that, at the start of its last successful renewal plus the lease duration less
+// leaseMargin, however long its calls to the table hang. Replicas balance: each takes free and
 // expired leases up to its share (the leases over the live owners, rounded up), and one
 // below its share steals one lease per round from the owner holding the most, when that
 // owner holds at least two more than it. Closing releases the replica's leases with their
@@ -304,35 +307,76 @@ func (t *leaseTable) ownedUpdate(ctx context.Context, group, shard, expr string,
 
 // remove deletes the lease of shard if no replica owns it.
 func (t *leaseTable) remove(ctx context.Context, group, shard string) error {
-	_, err := t.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: t.key(group, shard),
+	return t.removeSeen(ctx, group, lease{shard: shard})
+}
+
+// removeSeen deletes lease l on condition that it is still as seen: free, or with the
+// same owner and counter. A lease written since is kept.
+func (t *leaseTable) removeSeen(ctx context.Context, group string, l lease) error {
+	in := &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: t.key(group, l.shard),
 		ConditionExpression:      aws.String("attribute_not_exists(#o)"),
-		ExpressionAttributeNames: map[string]string{"#o": attrOwner}})
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner}}
+	if l.owner != "" {
+		in.ConditionExpression = aws.String("#o = :o AND #c = :c")
+		in.ExpressionAttributeNames["#c"] = attrCounter
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":o": &types.AttributeValueMemberS{Value: l.owner},
+			":c": &types.AttributeValueMemberN{Value: strconv.FormatInt(l.counter, 10)},
+		}
+	}
+	_, err := t.api.DeleteItem(ctx, in)
 	var failed *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &failed) {
-		return fmt.Errorf("kinesis: deleting the lease of %s shard %s: %w", group, shard, err)
+		return fmt.Errorf("kinesis: deleting the lease of %s shard %s: %w", group, l.shard, err)
 	}
 	return nil
 }
 
-// removeGroup deletes every lease of group, unless a replica owns one of them: another
-// replica still reads the subscription (during a rollout that removes it), and deleting
-// the others' leases would make it read their shards again from the oldest record. The
-// last replica to remove the subscription deletes them.
-func (t *leaseTable) removeGroup(ctx context.Context, group string) error {
-	ls, err := t.list(ctx, group)
-	if err != nil {
-		return err
-	}
-	for _, l := range ls {
-		if l.owner != "" {
-			return nil
+// removeGroup deletes every lease of group, unless another replica is alive and owns one
+// of them: it still reads the subscription (during a rollout that removes it), and
+// deleting the others' leases would make it read their shards again from the oldest
+// record; the last replica to remove the subscription deletes them. Leases this replica
+// still owns (a release that failed) do not count, nor do those of an owner seen not
+// renewing them for the lease duration (a replica gone): removeGroup watches such leases
+// until they expire or change, from the sightings in seen (the closed consumer's, may be
+// nil), within ctx, and says so when ctx ends first.
+func (t *leaseTable) removeGroup(ctx context.Context, group string, seen map[string]sighting) error {
+	obs := observer{seen: maps.Clone(seen)}
+	for {
+		ls, err := t.list(ctx, group)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		var waiting []string
+		for _, l := range ls {
+			if l.owner == "" || l.owner == t.owner {
+				continue
+			}
+			if s, ok := obs.seen[l.shard]; ok && (s.owner != l.owner || s.counter != l.counter) {
+				return nil // renewed or taken since seen: its owner is alive
+			}
+		}
+		obs.observe(ls, now)
+		for _, l := range ls {
+			if l.owner != "" && l.owner != t.owner && !obs.expired(l, now, t.duration) {
+				waiting = append(waiting, l.owner)
+			}
+		}
+		if len(waiting) == 0 {
+			var errs []error
+			for _, l := range ls {
+				errs = append(errs, t.removeSeen(ctx, group, l))
+			}
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kinesis: leases of %s kept: owned by %s, not seen unrenewed for the lease duration (%v) yet: %w",
+				group, strings.Join(slices.Compact(slices.Sorted(slices.Values(waiting))), ", "), t.duration, ctx.Err())
+		case <-time.After(t.duration / 5):
 		}
 	}
-	var errs []error
-	for _, l := range ls {
-		errs = append(errs, t.remove(ctx, group, l.shard))
-	}
-	return errors.Join(errs...)
 }
 
 // sighting is when a replica first saw a lease with its current owner and counter.

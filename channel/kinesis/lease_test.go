@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,7 +170,7 @@ func TestLeaseTakeRenewStealRelease(t *testing.T) {
 	if err := a.checkpoint(ctx, g, "shard-0", released.check, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.removeGroup(ctx, g); err != nil {
+	if err := a.removeGroup(ctx, g, nil); err != nil {
 		t.Fatal(err)
 	}
 	if ls, err := a.list(ctx, g); err != nil || len(ls) != 0 {
@@ -220,8 +221,8 @@ func TestLeaseExpiresAndIsTaken(t *testing.T) {
 }
 
 // TestLeaseRemoveGroupKeepsShared: removing a subscription deletes its leases only once no
-// replica owns one; before that, a replica still reading it keeps every lease (and the
-// checkpoints of the shards it does not hold).
+// live replica owns one; before that, a replica still reading it (renewing) keeps every
+// lease (and the checkpoints of the shards it does not hold).
 func TestLeaseRemoveGroupKeepsShared(t *testing.T) {
 	a, b := newTables(t)
 	ctx := context.Background()
@@ -238,7 +239,10 @@ func TestLeaseRemoveGroupKeepsShared(t *testing.T) {
 	if _, err := a.take(ctx, g, ls[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.removeGroup(ctx, g); err != nil {
+	stop := renewing(t, a, g, ls[0].shard) // a is alive
+	err = b.removeGroup(ctx, g, nil)
+	stop()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if ls, err := a.list(ctx, g); err != nil || len(ls) != 2 {
@@ -247,10 +251,73 @@ func TestLeaseRemoveGroupKeepsShared(t *testing.T) {
 	if err := a.checkpoint(ctx, g, ls[0].shard, shardCheck{Seq: "9"}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.removeGroup(ctx, g); err != nil {
+	if err := a.removeGroup(ctx, g, nil); err != nil {
 		t.Fatal(err)
 	}
 	if ls, err := a.list(ctx, g); err != nil || len(ls) != 0 {
 		t.Fatalf("after the last owner released: %v, %v; want none", ls, err)
+	}
+}
+
+// renewing renews tb's lease of shard every 100 ms until the returned stop is called.
+func renewing(t *testing.T, tb *leaseTable, group, shard string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleep(ctx, 100*time.Millisecond) {
+			if err := tb.renew(ctx, group, shard); err != nil && ctx.Err() == nil {
+				t.Errorf("renew: %v", err)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// TestLeaseRemoveGroupOwners: which owners keep a removed subscription's leases. A lease
+// the removing replica still owns (its release failed) and one whose owner is gone (not
+// renewed for the lease duration) do not; a live owner does; an owner not yet seen
+// expired when ctx ends keeps them, and the error names it.
+func TestLeaseRemoveGroupOwners(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		owner   string // who takes the lease: "a" or "b" (b removes)
+		renew   bool   // the owner renews while b removes
+		timeout time.Duration
+		kept    int
+		errText string
+	}{
+		{"own lease, release failed", "b", false, 30 * time.Second, 0, ""},
+		{"owner gone", "a", false, 30 * time.Second, 0, ""},
+		{"owner alive", "a", true, 30 * time.Second, 1, ""},
+		{"owner not seen expired before ctx ends", "a", false, 300 * time.Millisecond, 1, "owned by a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newTables(t)
+			g := leaseGroup("stream", "sub")
+			ctx := context.Background()
+			if err := a.create(ctx, g, "s", shardCheck{Seq: "7"}); err != nil {
+				t.Fatal(err)
+			}
+			owner := map[string]*leaseTable{"a": a, "b": b}[tc.owner]
+			if _, err := owner.take(ctx, g, one(t, owner, g)); err != nil {
+				t.Fatal(err)
+			}
+			stop := func() {}
+			if tc.renew {
+				stop = renewing(t, owner, g, "s")
+			}
+			rctx, cancel := context.WithTimeout(ctx, tc.timeout)
+			err := b.removeGroup(rctx, g, nil)
+			cancel()
+			stop()
+			if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
+				t.Fatalf("removeGroup = %v, want error containing %q", err, tc.errText)
+			}
+			if ls, err := a.list(ctx, g); err != nil || len(ls) != tc.kept {
+				t.Fatalf("after removeGroup: %v, %v; want %d leases", ls, err, tc.kept)
+			}
+		})
 	}
 }
