@@ -89,6 +89,7 @@ type redrive struct {
 	total  int
 	done   int // handed to the trigger (guarded by dlqState.mu)
 	cancel context.CancelFunc
+	ended  chan struct{} // closed when its goroutine returns
 }
 
 // openDLQ sets b's store: the channel's, if it keeps one, else memory.
@@ -364,9 +365,13 @@ func (s *Server) listDLQ(ctx context.Context, b *Broker, key, afterS, limitS str
 	return out, nil
 }
 
-// purgeDLQ deletes ids of key's store, or all of it.
+// purgeDLQ deletes ids of key's store, or all of it. A purge of all of it stops the
+// trigger's redrive first; one by id leaves it running (it skips what is gone).
 func (s *Server) purgeDLQ(ctx context.Context, b *Broker, key string, ids map[uint64]bool) (*DLQPurge, error) {
 	if ids == nil {
+		if err := b.stopRedrive(ctx, key); err != nil {
+			return nil, err
+		}
 		n, err := b.dl.store.Purge(ctx, key)
 		return &DLQPurge{Trigger: key, Purged: n}, err
 	}
@@ -382,6 +387,24 @@ func (s *Server) purgeDLQ(ctx context.Context, b *Broker, key string, ids map[ui
 		n++
 	}
 	return &DLQPurge{Trigger: key, Purged: n}, nil
+}
+
+// stopRedrive cancels the redrive of trigger key, if one runs, and waits for it to end:
+// what it handed over before is being delivered.
+func (b *Broker) stopRedrive(ctx context.Context, key string) error {
+	b.dl.mu.Lock()
+	r := b.dl.running[key]
+	b.dl.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping the redrive: %w", ctx.Err())
+	}
 }
 
 // startRedrive starts handing the dead letters of t (ids, or all stored now) to its
@@ -417,12 +440,13 @@ func (s *Server) startRedrive(b *Broker, t *trigger, rateS string, ids map[uint6
 		return nil, &httpError{status: http.StatusServiceUnavailable, msg: "shutting down"}
 	}
 	rctx, rcancel := context.WithCancel(s.life)
-	r := &redrive{total: total, cancel: rcancel}
+	r := &redrive{total: total, cancel: rcancel, ended: make(chan struct{})}
 	if b.dl.running == nil {
 		b.dl.running = make(map[string]*redrive)
 	}
 	b.dl.running[t.key] = r
 	b.dl.wg.Go(func() {
+		defer close(r.ended)
 		defer rcancel()
 		b.redrive(rctx, t, r, last, ids, perSec)
 	})
@@ -459,6 +483,16 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 			if lim.Wait(ctx) != nil {
 				return
 			}
+			held, err := b.holds(ctx, t.key, e.ID)
+			if err != nil {
+				if ctx.Err() == nil {
+					b.log.Warn("redrive stopped: the dead-letter store cannot be read", "trigger", t.key, "err", err)
+				}
+				return
+			}
+			if !held {
+				continue // purged or evicted since it was listed
+			}
 			m := &storedMsg{store: b.dl.store, trigger: t.key, id: e.ID, ev: e.Event}
 			if err := t.dispatcher.Redeliver(ctx, m); err != nil {
 				if ctx.Err() == nil {
@@ -478,6 +512,15 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 		after = p.Next
 	}
 	b.log.Info("redrive handed every dead letter to the trigger", "trigger", t.key, "events", handed)
+}
+
+// holds reports whether trigger's store still holds entry id.
+func (b *Broker) holds(ctx context.Context, trigger string, id uint64) (bool, error) {
+	p, err := b.dl.store.List(ctx, trigger, id-1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(p.Entries) > 0 && p.Entries[0].ID == id, nil
 }
 
 // storedMsg is a dead letter handed to its trigger by a redrive: settling it deletes

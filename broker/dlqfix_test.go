@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/dlq"
+	"github.com/sluice-broker/sluice/internal/sluicetest"
+)
+
+// redriveRunning reports whether trigger key of b has a redrive in progress.
+func redriveRunning(b *Broker, key string) bool {
+	b.dl.mu.Lock()
+	defer b.dl.mu.Unlock()
+	return b.dl.running[key] != nil
+}
+
+// TestDLQPurgeDuringRedrive: a purge, whole or by id, while a redrive runs: what it
+// purged is not delivered afterwards (a whole purge stops the redrive).
+func TestDLQPurgeDuringRedrive(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		purge string // query of the purge
+		// want: the deliveries at most, given how many were delivered when the purge was sent
+		max func(before int64) int64
+	}{
+		// at most the one being handed over when the purge came
+		{"all", "", func(before int64) int64 { return before + 1 }},
+		// 1, 2 and 3 are delivered, 4 and 5 are not
+		{"by id", "?id=4&id=5", func(int64) int64 { return 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub, up, ok := switchSubscriber(t)
+			s := newTestServer(t, nil, WithOpsGuarded(true))
+			h := s.Handler()
+			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("all", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"1", "2", "3", "4", "5"} {
+				post(h, "POST", "/ns/b", binary(id), "{}")
+			}
+			b, _ := s.findBrokerTrigger("ns/all")
+			total := func() int { p, _ := b.dl.store.List(context.Background(), "ns/all", 0, 10); return p.Total }
+			sluicetest.Eventually(t, 30*time.Second, "stored", func() bool { return total() == 5 })
+			up.Store(true)
+			if rec := post(h, "POST", "/triggers/ns/all/dlq/redrive?rate=1", nil, ""); rec.Code != http.StatusAccepted {
+				t.Fatal(rec.Code, rec.Body)
+			}
+			sluicetest.Eventually(t, 30*time.Second, "first redriven", func() bool { return ok.Load() >= 1 })
+			before := ok.Load()
+			if rec := post(h, "POST", "/triggers/ns/all/dlq/purge"+tc.purge, nil, ""); rec.Code != http.StatusOK {
+				t.Fatalf("purge: %d %s", rec.Code, rec.Body)
+			}
+			sluicetest.Eventually(t, 30*time.Second, "the redrive over", func() bool { return !redriveRunning(b, "ns/all") })
+			sluicetest.Eventually(t, 30*time.Second, "the store settled", func() bool { return total() == 0 })
+			if got, limit := ok.Load(), tc.max(before); got > limit {
+				t.Errorf("%d delivered (%d before the purge); want at most %d: purged dead letters were delivered", got, before, limit)
+			}
+		})
+	}
+}
+
+// TestDLQRedriveStoreFailsKeeps: a redriven dead letter that fails again and cannot be
+// stored anew stays in the store.
+func TestDLQRedriveStoreFailsKeeps(t *testing.T) {
+	var long atomic.Bool
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		if long.Load() { // a longer reason: the new entry is over --dlq-max-bytes
+			_, _ = w.Write([]byte(strings.Repeat("x", 900)))
+		}
+	}))
+	t.Cleanup(sub.Close)
+	var logs lockedBuffer
+	run := func(lim dlq.Limits) (*Server, *Broker) {
+		s := newTestServer(t, nil, WithOpsGuarded(true), WithDLQ(lim), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("all", sub.URL))); err != nil {
+			t.Fatal(err)
+		}
+		post(s.Handler(), "POST", "/ns/b", binary("1"), "{}")
+		b, _ := s.findBrokerTrigger("ns/all")
+		return s, b
+	}
+	page := func(b *Broker) dlq.Page { p, _ := b.dl.store.List(context.Background(), "ns/all", 0, 10); return p }
+	_, b0 := run(dlq.DefaultLimits())
+	sluicetest.Eventually(t, 30*time.Second, "measured", func() bool { return page(b0).Total == 1 })
+	size := page(b0).Bytes
+	s, b := run(dlq.Limits{MaxEntries: 10, MaxBytes: size + 100, MaxAge: time.Hour})
+	sluicetest.Eventually(t, 30*time.Second, "stored", func() bool { return page(b).Total == 1 })
+	id := page(b).Entries[0].ID
+	long.Store(true)
+	if rec := post(s.Handler(), "POST", "/triggers/ns/all/dlq/redrive", nil, ""); rec.Code != http.StatusAccepted {
+		t.Fatal(rec.Code, rec.Body)
+	}
+	sluicetest.Eventually(t, 30*time.Second, "the redriven event settled", func() bool {
+		l := logs.String()
+		return strings.Contains(l, "the dead-letter store failed") || strings.Contains(l, "stays in the dead-letter store")
+	})
+	sluicetest.Eventually(t, 30*time.Second, "the redrive over", func() bool { return !redriveRunning(b, "ns/all") })
+	if p := page(b); p.Total != 1 || p.Entries[0].ID != id {
+		t.Errorf("after a redrive whose new store failed the store holds %d entries %v; want dead letter %d kept", p.Total, p.Entries, id)
+	}
+}
