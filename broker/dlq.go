@@ -48,6 +48,11 @@ const (
 // Default dlq.DefaultLimits().
 func WithDLQ(lim dlq.Limits) Option { return func(o *options) { o.dlq, o.dlqSet = lim, true } }
 
+// WithDLQMemoryLimit bounds the bytes the dead-letter store in memory keeps, all
+// triggers together (sluice serve --dlq-memory-limit): past it the oldest dead letter
+// of any trigger is evicted first. At least 1. Default dlq.DefaultMemoryTotal.
+func WithDLQMemoryLimit(n int64) Option { return func(o *options) { o.dlqMemory = n } }
+
 // dlqLimits are the options' store limits; ok false when the store is off.
 func (o *options) dlqLimits() (dlq.Limits, bool) {
 	if !o.dlqSet {

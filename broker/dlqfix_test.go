@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
@@ -105,5 +109,49 @@ func TestDLQRedriveStoreFailsKeeps(t *testing.T) {
 	sluicetest.Eventually(t, 30*time.Second, "the redrive over", func() bool { return !redriveRunning(b, "ns/all") })
 	if p := page(b); p.Total != 1 || p.Entries[0].ID != id {
 		t.Errorf("after a redrive whose new store failed the store holds %d entries %v; want dead letter %d kept", p.Total, p.Entries, id)
+	}
+}
+
+// TestDLQMemoryTotal: the memory store keeps at most WithDLQMemoryLimit bytes, all
+// triggers together, however many triggers dead-letter.
+func TestDLQMemoryTotal(t *testing.T) {
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
+	t.Cleanup(sub.Close)
+	const limit = 1 << 20
+	reg := prometheus.NewRegistry()
+	s := newTestServer(t, nil, WithOpsGuarded(true), WithDLQMemoryLimit(limit), WithRegisterer(reg))
+	names := []string{"t1", "t2", "t3"}
+	docs := plainBroker()
+	for _, n := range names {
+		docs += dlqTriggerDoc(n, sub.URL)
+	}
+	if err := s.Apply(context.Background(), loadConfig(t, docs)); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 100<<10)
+	accepted := 0
+	for i := range 20 {
+		if rec := post(s.Handler(), "POST", "/ns/b", binary(fmt.Sprint(i)), body); rec.Code == http.StatusAccepted {
+			accepted++
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("no event accepted")
+	}
+	stored := func() int {
+		n := 0
+		for _, tr := range names {
+			n += int(testutil.ToFloat64(s.dlqm.stored.WithLabelValues("ns/" + tr)))
+		}
+		return n
+	}
+	sluicetest.Eventually(t, 30*time.Second, "every failure stored", func() bool { return stored() == len(names)*accepted })
+	var total int64
+	for _, tr := range names {
+		p, _ := s.dlqMemory.List(context.Background(), "ns/"+tr, 0, 1)
+		total += p.Bytes
+	}
+	if total > limit || total == 0 {
+		t.Errorf("the memory store holds %d bytes of %d events; want 1 to %d", total, len(names)*accepted, limit)
 	}
 }

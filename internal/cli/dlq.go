@@ -24,6 +24,7 @@ type dlqFlags struct {
 	maxEntries int
 	maxBytes   bytesize.Size
 	maxAge     time.Duration
+	memory     bytesize.Size // 0: a quarter of --memory-limit
 }
 
 func (f *dlqFlags) register(fl *pflag.FlagSet) {
@@ -31,6 +32,15 @@ func (f *dlqFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxEntries, "dlq-max-entries", dlq.DefaultMaxEntries, "dead letters kept per trigger that has no deadLetterSink; past it the oldest are evicted (0: keep none, log and drop them; see docs/operations.md)")
 	fl.Var(&f.maxBytes, "dlq-max-bytes", "bytes of dead letters kept per trigger; past it the oldest are evicted")
 	fl.DurationVar(&f.maxAge, "dlq-max-age", dlq.DefaultMaxAge, "how long a dead letter is kept")
+	fl.Var(&f.memory, "dlq-memory-limit", "bytes of dead letters kept in memory, all triggers together (the store of brokers whose channel keeps none); past it the oldest are evicted (default: a quarter of --memory-limit)")
+}
+
+// memoryTotal is --dlq-memory-limit, or a quarter of memoryLimit (--memory-limit).
+func (f *dlqFlags) memoryTotal(memoryLimit int64) int64 {
+	if f.memory > 0 {
+		return int64(f.memory)
+	}
+	return max(memoryLimit/4, 1)
 }
 
 // limits are the flags as the broker's store limits.
