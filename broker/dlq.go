@@ -134,9 +134,15 @@ func (b *Broker) keepDead(trigger string) func(context.Context, dlq.Entry) error
 
 // forgetDLQ drops the dead letters of a removed trigger from a store in memory, where
 // nobody could list or redrive them any more; a durable store keeps them (another
-// replica may still run the trigger, and re-adding it finds them again).
+// replica may still run the trigger, and re-adding it finds them again). A trigger of
+// the same name that runs again by now (re-added, or moved to another broker) keeps
+// them in memory too: they are its own, or the old one's, which it may list and redrive.
 func (b *Broker) forgetDLQ(trigger string) {
 	if b.dl.store == nil || b.dl.store.Durable() {
+		return
+	}
+	if _, t := b.srv.findBrokerTrigger(trigger); t != nil {
+		b.log.Info("trigger removed: its dead letters in memory stay, a trigger of the same name runs again", "trigger", trigger)
 		return
 	}
 	if n, _ := b.dl.store.Purge(context.Background(), trigger); n > 0 {

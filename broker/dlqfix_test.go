@@ -155,3 +155,47 @@ func TestDLQMemoryTotal(t *testing.T) {
 		t.Errorf("the memory store holds %d bytes of %d events; want 1 to %d", total, len(names)*accepted, limit)
 	}
 }
+
+// TestDLQReaddedTriggerKeeps: a trigger removed and added again while the old one still
+// drains keeps the dead letters the new one stored when the old one's retirement ends.
+func TestDLQReaddedTriggerKeeps(t *testing.T) {
+	hold := make(chan struct{})
+	var held atomic.Int64
+	sub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Ce-Id") == "hang" {
+			held.Add(1)
+			<-hold
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	t.Cleanup(sub.Close)
+	t.Cleanup(func() { close(hold) }) // before sub.Close, which waits for the handler
+	var logs lockedBuffer
+	s := newTestServer(t, nil, WithOpsGuarded(true), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx := context.Background()
+	with, without := plainBroker()+dlqTriggerDoc("all", sub.URL), plainBroker()
+	if err := s.Apply(ctx, loadConfig(t, with)); err != nil {
+		t.Fatal(err)
+	}
+	post(s.Handler(), "POST", "/ns/b", binary("hang"), "{}")
+	sluicetest.Eventually(t, 30*time.Second, "a delivery held", func() bool { return held.Load() == 1 })
+	if err := s.Apply(ctx, loadConfig(t, without)); err != nil { // the old trigger drains the held one
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, loadConfig(t, with)); err != nil {
+		t.Fatal(err)
+	}
+	post(s.Handler(), "POST", "/ns/b", binary("new"), "{}")
+	mem := s.dlqMemory.(*dlq.Memory)
+	sluicetest.Eventually(t, 30*time.Second, "the new trigger's dead letter stored", func() bool { return mem.Len() == 1 })
+	hold <- struct{}{} // the old trigger's delivery fails: stored too, then its retirement ends
+	sluicetest.Eventually(t, 30*time.Second, "the old trigger retired", func() bool { return strings.Contains(logs.String(), "trigger removed") })
+	p, _ := mem.List(ctx, "ns/all", 0, 10)
+	var ids []string
+	for _, e := range p.Entries {
+		ids = append(ids, e.Event.ID)
+	}
+	if !strings.Contains(strings.Join(ids, ","), "new") {
+		t.Errorf("after the old trigger retired the store holds %v; want the new trigger's dead letter kept", ids)
+	}
+}
