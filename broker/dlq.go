@@ -393,7 +393,10 @@ func (s *Server) purgeDLQ(ctx context.Context, b *Broker, key string, ids map[ui
 			continue
 		}
 		if err != nil {
-			return nil, err
+			s.log.Warn("dead-letter store: purge stopped", "trigger", key, "purged", n, "of", len(ids), "err", err)
+			return nil, &httpError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf(
+				"trigger %s: %d of the %d dead letters purged, then the dead-letter store failed: %s; purge the rest again",
+				key, n, len(ids), channelReason(err))}
 		}
 		n++
 	}

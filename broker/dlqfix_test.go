@@ -199,3 +199,49 @@ func TestDLQReaddedTriggerKeeps(t *testing.T) {
 		t.Errorf("after the old trigger retired the store holds %v; want the new trigger's dead letter kept", ids)
 	}
 }
+
+// failingDeletes is a dead-letter store whose Delete fails once ok deletes were made:
+// a backend that stops answering in the middle of a purge.
+type failingDeletes struct {
+	dlq.Store
+	ok atomic.Int64
+}
+
+func (f *failingDeletes) Delete(ctx context.Context, trigger string, id uint64) error {
+	if f.ok.Add(-1) < 0 {
+		return fmt.Errorf("store: %w", context.DeadlineExceeded)
+	}
+	return f.Store.Delete(ctx, trigger, id)
+}
+
+// TestDLQPurgeByIDFailsMidway: a purge by id that the store fails part way answers 503
+// with how many it purged.
+func TestDLQPurgeByIDFailsMidway(t *testing.T) {
+	sub, _, _ := switchSubscriber(t)
+	s := newTestServer(t, nil, WithOpsGuarded(true))
+	h := s.Handler()
+	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+dlqTriggerDoc("all", sub.URL))); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		post(h, "POST", "/ns/b", binary(id), "{}")
+	}
+	b, _ := s.findBrokerTrigger("ns/all")
+	total := func() int { p, _ := b.dl.store.List(context.Background(), "ns/all", 0, 10); return p.Total }
+	sluicetest.Eventually(t, 30*time.Second, "stored", func() bool { return total() == 3 })
+	p, _ := b.dl.store.List(context.Background(), "ns/all", 0, 10)
+	f := &failingDeletes{Store: b.dl.store}
+	f.ok.Store(2)
+	b.dl.store = f
+	q := "?"
+	for _, e := range p.Entries {
+		q += "id=" + itoa(e.ID) + "&"
+	}
+	rec := post(h, "POST", "/triggers/ns/all/dlq/purge"+q, nil, "")
+	if want := "2 of the 3 dead letters purged"; rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("purge: %d %q; want 503 saying %q", rec.Code, rec.Body, want)
+	}
+	if n := total(); n != 1 {
+		t.Errorf("the store holds %d; want 1", n)
+	}
+}
