@@ -61,8 +61,8 @@ the oldest are evicted first.
 
 'redrive' delivers them once more with the trigger's delivery spec, within its caps
 and not while it is paused; each leaves the store only once that delivery is settled
-(delivered, or stored again as a new dead letter). redrive and purge need the server's
---ops-token-file (403 without it). See docs/operations.md, "Dead-letter store".`,
+(delivered, or stored again as a new dead letter). list, redrive and purge need the server's
+--ops-token-file (403 without it): a listing shows the events' data. See docs/operations.md, "Dead-letter store".`,
 	}
 	cmd.AddCommand(newDLQListCmd(), newDLQActionCmd("redrive"), newDLQActionCmd("purge"))
 	return cmd
@@ -131,6 +131,9 @@ func newDLQListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			if cmd.Flags().Changed("limit") && (limit < 1 || limit > dlq.MaxPage) {
+				return fmt.Errorf("--limit %d: want 1 to %d", limit, dlq.MaxPage)
 			}
 			q := url.Values{}
 			if after > 0 {
@@ -207,6 +210,9 @@ func newDLQActionCmd(action string) *cobra.Command {
 		Example: "  sluice dlq " + action + " --addr 127.0.0.1:8080 --trigger default/my-trigger --ops-token-file ops.token\n  sluice dlq " + action + " --trigger default/my-trigger --id 12 --id 13",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("rate") && (perSec < 1 || perSec > broker.MaxRedriveRate) {
+				return fmt.Errorf("--rate %d: want 1 to %d", perSec, broker.MaxRedriveRate)
+			}
 			q := url.Values{}
 			for _, id := range ids {
 				q.Add("id", strconv.FormatUint(uint64(id), 10))
