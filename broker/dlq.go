@@ -72,7 +72,7 @@ func newDLQMetrics(reg prometheus.Registerer) dlqMetrics {
 	}
 	m := dlqMetrics{
 		stored:   c("dlq_stored_total", "Events kept in the dead-letter store: they failed for good and the trigger has no deadLetterSink."),
-		evicted:  c("dlq_evicted_total", "Dead letters evicted, oldest first, to keep a trigger's store within --dlq-max-entries, --dlq-max-bytes and --dlq-max-age."),
+		evicted:  c("dlq_evicted_total", "Dead letters evicted, oldest first, to keep a trigger's store within --dlq-max-entries, --dlq-max-bytes and --dlq-max-age, and the store in memory within --dlq-memory-limit."),
 		redriven: c("dlq_redriven_total", "Dead letters handed to their trigger again by a redrive."),
 	}
 	reg.MustRegister(m.stored, m.evicted, m.redriven)
