@@ -55,14 +55,17 @@ func newDLQCmd() *cobra.Command {
 		Long: `A trigger's events that fail for good when neither it nor its broker has a
 deadLetterSink are kept in its dead-letter store, with the attempts made, the last
 status and the start of the last response: in the durable channel's backend on
-JetStream (every replica sees the same store), in memory otherwise. The store is
-bounded per trigger (sluice serve --dlq-max-entries, --dlq-max-bytes, --dlq-max-age);
-the oldest are evicted first.
+JetStream and Kafka (every replica sees the same store), in memory otherwise. The store
+is bounded per trigger (sluice serve --dlq-max-entries, --dlq-max-bytes, --dlq-max-age),
+in memory also for all triggers together (--dlq-memory-limit); the oldest are evicted
+first.
 
 'redrive' delivers them once more with the trigger's delivery spec, within its caps
 and not while it is paused; each leaves the store only once that delivery is settled
-(delivered, or stored again as a new dead letter). list, redrive and purge need the server's
---ops-token-file (403 without it): a listing shows the events' data. See docs/operations.md, "Dead-letter store".`,
+(delivered, or stored again as a new dead letter). 'purge' of all of them stops a
+redrive. list, redrive and purge need the server's
+--ops-token-file (403 without it): a listing shows the events' data. See
+docs/operations.md, "Dead-letter store".`,
 	}
 	cmd.AddCommand(newDLQListCmd(), newDLQActionCmd("redrive"), newDLQActionCmd("purge"))
 	return cmd
