@@ -103,7 +103,9 @@ func (s *dlqStore) putLock(trigger string) *sync.Mutex {
 }
 
 // Put stores e; the evictions it reports are those the server made while it stored
-// (another replica storing at the same moment may be counted by either).
+// (another replica storing at the same moment may be counted by either). A store that
+// was within its limits with room for e evicted nothing: then dead letters deleted
+// meanwhile (a redrive's acks, on any replica) are not counted.
 func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, error) {
 	st, err := s.stream(ctx, trigger, true)
 	if err != nil {
@@ -111,7 +113,8 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	}
 	_, subj := s.names(trigger)
 	data := encodeEntry(&e)
-	if size := int64(len(data) + len(subj) + msgOverhead); size > s.lim.MaxBytes {
+	size := int64(len(data) + len(subj) + msgOverhead)
+	if size > s.lim.MaxBytes {
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: a dead letter of %d bytes is larger than --dlq-max-bytes %d", trigger, size, s.lim.MaxBytes)
 	}
 	l := s.putLock(trigger)
@@ -121,11 +124,15 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
+	full := before.State.Msgs+1 > uint64(s.lim.MaxEntries) || int64(before.State.Bytes)+size > s.lim.MaxBytes
 	if _, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: data}); err != nil {
 		s.mu.Lock()
 		delete(s.ensured, trigger) // deleted behind our back, say: the next Put creates it again
 		s.mu.Unlock()
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
+	}
+	if !full {
+		return 0, nil
 	}
 	after, err := st.Info(ctx)
 	if err != nil { // stored; only the count of evictions is unknown
