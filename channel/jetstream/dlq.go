@@ -2,19 +2,17 @@ package jetstream
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/dlq"
-	"github.com/sluice-broker/sluice/event"
 )
 
 var _ channel.DLQStorer = (*Channel)(nil)
@@ -225,37 +223,12 @@ func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
 // msgOverhead is what JetStream counts for a message besides its subject and data.
 const msgOverhead = 64
 
-// entryMeta is what an entry keeps besides its event.
-type entryMeta struct {
-	Attempts int    `json:"a"`
-	Code     int    `json:"c"`
-	Dest     string `json:"d"`
-	Reason   string `json:"r"`
-}
-
-// encodeEntry writes e as: uvarint length of the JSON of its entryMeta, that JSON, the
-// event in the binary codec.
+// encodeEntry is dlq.Encode without the entry's time: the message's own timestamp is it.
 func encodeEntry(e *dlq.Entry) []byte {
-	meta, _ := json.Marshal(entryMeta{Attempts: e.Attempts, Code: e.Code, Dest: e.Dest, Reason: e.Reason})
-	b := binary.AppendUvarint(make([]byte, 0, len(meta)+e.Event.Size()), uint64(len(meta)))
-	return event.AppendBinary(append(b, meta...), e.Event)
+	c := *e
+	c.Time = time.Time{}
+	return dlq.Encode(&c)
 }
-
-var errEntry = errors.New("corrupt dead-letter entry")
 
 // decodeEntry reads what encodeEntry wrote. The event's data aliases b.
-func decodeEntry(b []byte) (dlq.Entry, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return dlq.Entry{}, fmt.Errorf("%w: metadata length", errEntry)
-	}
-	var m entryMeta
-	if err := json.Unmarshal(b[k:k+int(n)], &m); err != nil {
-		return dlq.Entry{}, fmt.Errorf("%w: metadata: %w", errEntry, err)
-	}
-	ev, err := event.DecodeBinary(b[k+int(n):])
-	if err != nil {
-		return dlq.Entry{}, fmt.Errorf("%w: %w", errEntry, err)
-	}
-	return dlq.Entry{Attempts: m.Attempts, Code: m.Code, Dest: m.Dest, Reason: m.Reason, Event: ev}, nil
-}
+func decodeEntry(b []byte) (dlq.Entry, error) { return dlq.Decode(b) }
