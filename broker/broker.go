@@ -191,7 +191,7 @@ func (b *Broker) drain(ctx context.Context) int {
 	var held atomic.Int64
 	var wg sync.WaitGroup
 	for _, t := range ts {
-		wg.Go(func() { held.Add(int64(t.stop(ctx))) })
+		wg.Go(func() { held.Add(int64(b.stopTrigger(ctx, t))) }) // pausestate.go
 	}
 	wg.Wait()
 	left := b.retiring.wait()

@@ -227,3 +227,16 @@ func (s *Server) findTriggerBroker(key string) (*Broker, *trigger) {
 	}
 	return nil, nil
 }
+
+// stopTrigger stops t at shutdown and returns how many messages it left (trigger.stop).
+// On a durable channel a paused trigger is not resumed to drain: it stops at once,
+// releasing what it holds, and its events stay stored for the replicas still running
+// and for after a restart. Any other trigger drains until ctx ends.
+func (b *Broker) stopTrigger(ctx context.Context, t *trigger) int {
+	if !b.durable || !t.dispatcher.Paused() {
+		return t.stop(ctx)
+	}
+	t.cancel()
+	<-t.done
+	return t.consumer.Len()
+}
