@@ -88,6 +88,13 @@ func (b *Broker) watchPauses(ctx context.Context, ss channel.StateStorer, synced
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, channel.ErrNoStateStore) { // pauses stay in this process
+			b.mu.Lock()
+			b.ps.shared = false
+			b.mu.Unlock()
+			close(synced)
+			return
+		}
 		warn.Warn("pausewatch", "the pauses stored in the channel cannot be followed now; trying again", "err", err)
 		t := time.NewTimer(pauseRetry)
 		select {

@@ -1,6 +1,14 @@
 package channel
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrNoStateStore is returned by StateStorer.StateStore when the channel, as
+// configured, keeps no trigger flags (a kinesis channel without a lease table): the
+// broker keeps them in its own memory.
+var ErrNoStateStore = errors.New("the channel keeps no trigger flags as configured")
 
 // TriggerFlags are the small per-trigger settings an operator changes through the API
 // (POST /triggers/NS/NAME/pause), kept by a StateStore.
@@ -35,6 +43,7 @@ type StateStore interface {
 // in their backend (StateStore). A broker on a channel that does not implement it keeps
 // them in its own memory, until it stops.
 type StateStorer interface {
-	// StateStore returns the store of the channel's broker.
+	// StateStore returns the store of the channel's broker, or an error wrapping
+	// ErrNoStateStore when the channel as configured keeps none.
 	StateStore(ctx context.Context) (StateStore, error)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
@@ -44,19 +45,35 @@ func triggerState(t *testing.T, b *broker, ns, token string) (paused bool, by st
 func TestPauseJetStreamReplicasShare(t *testing.T) {
 	ns := natsAt(t, server.RANDOM_PORT, t.TempDir())
 	url := fmt.Sprintf("nats://127.0.0.1:%d", ns.Addr().(*net.TCPAddr).Port)
-	runPauseReplicas(t, "default", "--channel", "jetstream", "--nats-url", url, "--jetstream-replicas", "1")
+	runPauseReplicas(t, "default", sharedLag, "--channel", "jetstream", "--nats-url", url, "--jetstream-replicas", "1")
 }
 
 // TestPauseKafkaReplicasShare is TestPauseJetStreamReplicasShare on Kafka (the cluster
 // of scripts/kafka.sh), in a namespace of its own, so its topics are new.
 func TestPauseKafkaReplicasShare(t *testing.T) {
-	runPauseReplicas(t, fmt.Sprintf("pause%d", time.Now().UnixNano()), kafkaArgs(t)...)
+	runPauseReplicas(t, fmt.Sprintf("pause%d", time.Now().UnixNano()), sharedLag, kafkaArgs(t)...)
 }
+
+// TestPauseKinesisReplicasShare is TestPauseJetStreamReplicasShare on Kinesis with a
+// lease table (the servers of scripts/kinesis.sh and scripts/dynalite.sh): the pause is
+// an item of the lease table.
+func TestPauseKinesisReplicasShare(t *testing.T) {
+	args := kinesisArgs(t)
+	args = append(args[:len(args)-2], /* not its --kinesis-checkpoint-dir */ "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
+		"--dynamodb-endpoint", kinesistest.DynamoDBEndpoint(t))
+	// Each replica's depth is what it read of the shards it leases and has not settled:
+	// a shard read by one, then leased to the other, counts on both.
+	runPauseReplicas(t, fmt.Sprintf("pause%d", time.Now().UnixNano()), func(a, b float64) bool { return a+b >= 20 }, args...)
+}
+
+// sharedLag: each replica's sluice_queue_depth is the whole subscription's lag.
+func sharedLag(a, b float64) bool { return a == 20 && b == 20 }
 
 // runPauseReplicas runs two replicas with args. Paused on a, the events sent to b are
 // stored and not delivered; a restarted a starts the trigger paused; resumed on b,
 // every event is delivered.
-func runPauseReplicas(t *testing.T, ns string, args ...string) {
+// queued tells, from the two replicas' sluice_queue_depth, that all 20 events wait.
+func runPauseReplicas(t *testing.T, ns string, queued func(a, b float64) bool, args ...string) {
 	const n = 20
 	const tok = "0123456789abcdef0123456789abcdef"
 	sub := newSubscriber(t, nil)
@@ -84,7 +101,8 @@ func runPauseReplicas(t *testing.T, ns string, args ...string) {
 	}
 	// Every event is stored and waits: the backend's lag holds them all.
 	sluicetest.Eventually(t, 60*time.Second, "all queued", func() bool {
-		return opsMetric(t, a.base, tok, depth) == n && opsMetric(t, b.base, tok, depth) == n
+		da, db := opsMetric(t, a.base, tok, depth), opsMetric(t, b.base, tok, depth)
+		return queued(da, db)
 	})
 	if got := sub.count(); got != 0 {
 		t.Fatalf("subscriber got %d events while a replica of the trigger was paused", got)
