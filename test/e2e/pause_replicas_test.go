@@ -59,7 +59,8 @@ func TestPauseKafkaReplicasShare(t *testing.T) {
 // an item of the lease table.
 func TestPauseKinesisReplicasShare(t *testing.T) {
 	args := kinesisArgs(t)
-	args = append(args[:len(args)-2], /* not its --kinesis-checkpoint-dir */ "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
+	args = args[:len(args)-2] // its --kinesis-checkpoint-dir: the lease table holds the checkpoints
+	args = append(args, "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
 		"--dynamodb-endpoint", kinesistest.DynamoDBEndpoint(t))
 	// Each replica's depth is what it read of the shards it leases and has not settled:
 	// a shard read by one, then leased to the other, counts on both.
