@@ -41,8 +41,8 @@ func (c *Channel) StateStore(ctx context.Context) (channel.StateStore, error) {
 	if cfg == nil {
 		cfg = map[string]*string{}
 	}
-	compact, maxBytes := "compact", fmt.Sprint(stateMaxValue*2)
-	cfg["cleanup.policy"], cfg["max.message.bytes"] = &compact, &maxBytes
+	compact := "compact"
+	cfg["cleanup.policy"] = &compact
 	if _, err := c.adm.CreateTopic(ctx, 1, rf, cfg, s.topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return nil, fmt.Errorf("kafka: state topic %s: %w", s.topic, unavailableErr(err))
 	}
