@@ -18,8 +18,9 @@ const (
 	pauseSyncTimeout = 10 * time.Second
 	// pauseRetry is the wait before the store is opened or watched again after a failure.
 	pauseRetry = time.Second
-	// pauseStoreTimeout bounds one pause or resume written to the store.
-	pauseStoreTimeout = 10 * time.Second
+	// pauseStoreTimeout bounds one pause or resume written to the store: the answer
+	// comes before the CLI's own 10-second timeout.
+	pauseStoreTimeout = 5 * time.Second
 )
 
 // Where a trigger's pause comes from, in TriggerState.PausedBy.

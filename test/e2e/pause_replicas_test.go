@@ -137,3 +137,28 @@ func runPauseReplicas(t *testing.T, ns string, queued func(a, b float64) bool, a
 		t.Errorf("subscriber got %d distinct events, want %d", len(seen), n)
 	}
 }
+
+// TestPauseStoreDownRefused: while the channel's store cannot take a pause (the NATS
+// server is down), `sluice trigger pause` is answered 503 and the trigger keeps
+// delivering state: nothing changed.
+func TestPauseStoreDownRefused(t *testing.T) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	ns := natsAt(t, server.RANDOM_PORT, t.TempDir())
+	url := fmt.Sprintf("nats://127.0.0.1:%d", ns.Addr().(*net.TCPAddr).Port)
+	sub := newSubscriber(t, nil)
+	token := filepath.Join(t.TempDir(), "ops-token")
+	if err := os.WriteFile(token, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, brokerYAML("", [3]string{"t", "", sub.URL}))
+	a := startBroker(t, "--config", cfg, "--ops-token-file", token, "--channel", "jetstream", "--nats-url", url, "--jetstream-replicas", "1")
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	out, err := sluiceCLI("trigger", "pause", "--addr", a.base, "--ops-token-file", token, "default/t")
+	if err == nil || !strings.Contains(out, "503") || !strings.Contains(out, "pause not done") {
+		t.Fatalf("pause with the store down: %v, %q; want a 503 saying the pause was not done", err, out)
+	}
+	if paused, by := triggerState(t, a, "default", tok); paused || by != "" {
+		t.Fatalf("after a refused pause: paused %v by %q; want delivering", paused, by)
+	}
+}
