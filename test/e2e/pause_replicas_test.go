@@ -162,3 +162,24 @@ func TestPauseStoreDownRefused(t *testing.T) {
 		t.Fatalf("after a refused pause: paused %v by %q; want delivering", paused, by)
 	}
 }
+
+// TestPauseKinesisWithoutLeaseTable: a kinesis channel without a lease table keeps no
+// flags (each replica reads its own checkpoints): the pause is held by the process, as on
+// memory, and is not refused.
+func TestPauseKinesisWithoutLeaseTable(t *testing.T) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	ns := fmt.Sprintf("pause%d", time.Now().UnixNano())
+	sub := newSubscriber(t, nil)
+	token := filepath.Join(t.TempDir(), "ops-token")
+	if err := os.WriteFile(token, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, brokerYAMLIn(ns, "", [3]string{"t", "", sub.URL}))
+	a := startBroker(t, append([]string{"--config", cfg, "--ops-token-file", token}, kinesisArgs(t)...)...)
+	if out, err := sluiceCLI("trigger", "pause", "--addr", a.base, "--ops-token-file", token, ns+"/t"); err != nil || strings.TrimSpace(out) != "trigger "+ns+"/t: paused" {
+		t.Fatalf("pause: %v, %q", err, out)
+	}
+	if paused, by := triggerState(t, a, ns, tok); !paused || by != "api" {
+		t.Fatalf("paused %v by %q; want paused by api", paused, by)
+	}
+}
