@@ -240,6 +240,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		b.pubWait = s.opts.publishTimeout
 	}
 	b.openDLQ(s.life)
+	b.openPauses(s.life)
 	b.startChecker(s.life)
 	return b
 }

@@ -92,6 +92,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	for name, t := range b.triggers {
 		if !want[name] {
 			delete(b.triggers, name)
+			b.forgetPause(name)
 			b.retiring.start(func() int { return b.retire(t) })
 		}
 	}
@@ -106,8 +107,8 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 	own := name == subscriptionName(tc) // not its dead-letter queue, which is never paused
 	if t, ok := b.triggers[name]; ok {
 		if !t.cfg.Equal(tc) {
-			if own && t.cfg.Paused != tc.Paused { // the annotation changed: it wins over the API
-				setPaused(t.dispatcher, tc.Paused)
+			if own && t.cfg.Paused != tc.Paused { // paused while the annotation or the API says so
+				setPaused(t.dispatcher, tc.Paused || b.apiPaused(name))
 			}
 			t.cfg, t.url = tc, target.URL
 			t.dispatcher.Update(target)
@@ -115,7 +116,7 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		}
 		return nil
 	}
-	t, err := b.startTrigger(ctx, name, tc, target, opts, own && tc.Paused)
+	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)))
 	if err != nil {
 		return err
 	}
