@@ -7,9 +7,9 @@
 // The exchange is "<prefix>.<namespace>.<name>" and a subscription's queue
 // "<exchange>/<subscription>" (durable, a quorum queue unless WithQueueType says
 // classic), bound with the subscription's name as its routing key. Publish sends one
-// persistent message per event: its routing key is the first subscription ingress
-// routed it to, and the BCC header lists the others, so RabbitMQ stores a copy in each of
-// their queues and nothing in the others' (sender-selected distribution). Messages are
+// persistent message per event and subscription ingress routed it to, the subscription's
+// name as its routing key, so RabbitMQ stores a copy in each of their queues and nothing
+// in the others'. Messages are
 // CloudEvents in binary mode as Knative's RabbitMQ broker writes them: "ce-<name>"
 // headers, datacontenttype as the content-type property, data as the body.
 //
@@ -21,8 +21,12 @@
 // blocked by a memory or disk alarm, or lost before the confirms, and a context that
 // ends first, fail with channel.ErrUnavailable. Messages of a failed call may be stored
 // in some queues: they are delivered like any other (at-least-once). Publish declares a
-// subscription's queue before its first message to it, so that no event is routed to a
-// queue that does not exist yet (RabbitMQ would drop it).
+// subscription's queue before its first message to it (again after each new connection),
+// so that no event is routed to a queue that does not exist yet. Messages are published
+// mandatory: one whose queue was deleted since (another replica's Remove, an operator)
+// comes back from RabbitMQ instead of being dropped, and Publish declares the queue again
+// and sends it again, up to maxRounds times in all before failing with
+// channel.ErrUnavailable naming the queue.
 //
 // Each consumer takes its queue with a prefetch of WithPrefetch messages (default 1,024)
 // and acknowledges each message when it is settled. Release returns a message to its
@@ -48,6 +52,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -223,8 +228,8 @@ func (c *Channel) ensureQueues(s *session, subs map[string]bool) error {
 	return nil
 }
 
-// Publish sends one message per envelope routed to at least one subscription and
-// returns once RabbitMQ confirmed all of them. See the package doc for its errors.
+// Publish sends one message per envelope and subscription it was routed to and returns
+// once RabbitMQ confirmed all of them. See the package doc for its errors.
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	c.mu.Lock()
 	closed := c.closed
@@ -234,7 +239,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	type out struct {
 		pub amqp.Publishing
-		key string
+		key string // the subscription
 	}
 	msgs := make([]out, 0, len(envs))
 	subs := map[string]bool{}
@@ -243,7 +248,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		if len(env.Subscriptions) == 0 {
 			continue
 		}
-		pub, key, size, err := encode(env)
+		pub, size, err := encode(env.Event)
 		if err != nil {
 			return err
 		}
@@ -253,8 +258,8 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		for _, s := range env.Subscriptions {
 			subs[s] = true
+			msgs = append(msgs, out{pub, s}) // MessageId differs, Headers and Body are shared
 		}
-		msgs = append(msgs, out{pub, key})
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -263,22 +268,83 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if s == nil {
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ is unreachable", nil)
 	}
-	blocked, blockedC := s.isBlocked()
-	if blocked {
+	if blocked, _ := s.isBlocked(); blocked {
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ blocks publishing (a memory or disk alarm)", nil)
 	}
 	if err := c.ensureQueues(s, subs); err != nil {
 		c.log.Warn("declare", "rabbitmq: cannot declare a queue", "exchange", c.exchange, "err", err)
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ refused the channel's queues", err)
 	}
-	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
-	for i, m := range msgs {
-		dc, err := s.pub.PublishWithDeferredConfirmWithContext(ctx, c.exchange, m.key, false, false, m.pub)
+	call := s.rets.begin()
+	defer s.rets.end(call)
+	todo := make([]int, len(msgs))
+	for i := range msgs {
+		todo[i] = i
+		msgs[i].pub.MessageId = messageID(call, i)
+	}
+	for round := 1; ; round++ {
+		if err := c.send(ctx, s, todo, func(i int) (string, amqp.Publishing) { return msgs[i].key, msgs[i].pub }); err != nil {
+			return err
+		}
+		returned := s.rets.taken(call)
+		if len(returned) == 0 {
+			break
+		}
+		// RabbitMQ routed these to no queue: their queues were deleted since this
+		// process declared them (another replica removed the trigger, an operator).
+		// Declare them again and send these messages again.
+		todo = todo[:0]
+		missing := map[string]bool{}
+		for i := range msgs {
+			if returned[i] {
+				todo = append(todo, i)
+				missing[msgs[i].key] = true
+			}
+		}
+		var names []string
+		c.mu.Lock()
+		for sub := range missing {
+			delete(c.declared, sub)
+			names = append(names, c.queue(sub))
+		}
+		c.mu.Unlock()
+		slices.Sort(names)
+		c.log.Warn("returned", "rabbitmq: RabbitMQ had no queue for messages; declaring the queues again",
+			"exchange", c.exchange, "queues", names, "round", round)
+		if round == maxRounds {
+			return channel.Refuse(channel.ErrUnavailable,
+				fmt.Sprintf("RabbitMQ has no queue for the events (%s) after declaring it again", strings.Join(names, ", ")),
+				fmt.Errorf("rabbitmq: %d messages to %s returned unroutable", len(todo), c.exchange))
+		}
+		if err := c.ensureQueues(s, missing); err != nil {
+			c.log.Warn("declare", "rabbitmq: cannot declare a queue", "exchange", c.exchange, "err", err)
+			return channel.Refuse(channel.ErrUnavailable, "RabbitMQ refused the channel's queues", err)
+		}
+	}
+	c.counted(envs)
+	return nil
+}
+
+// maxRounds bounds the rounds of one Publish: a message RabbitMQ returns (its queue was
+// deleted) is sent again once its queues are declared again.
+const maxRounds = 3
+
+// send publishes the messages of indices todo on s, mandatory, and waits for RabbitMQ's
+// confirms. See the package doc for its errors.
+func (c *Channel) send(ctx context.Context, s *session, todo []int, msg func(int) (string, amqp.Publishing)) error {
+	blocked, blockedC := s.isBlocked()
+	if blocked {
+		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ blocks publishing (a memory or disk alarm)", nil)
+	}
+	dcs := make([]*amqp.DeferredConfirmation, len(todo))
+	for j, i := range todo {
+		key, pub := msg(i)
+		dc, err := s.pub.PublishWithDeferredConfirmWithContext(ctx, c.exchange, key, true, false, pub)
 		if err != nil {
 			c.log.Warn("publish", "rabbitmq: publish failed", "exchange", c.exchange, "err", err)
 			return channel.Refuse(channel.ErrUnavailable, "the events could not be sent to RabbitMQ", fmt.Errorf("rabbitmq publish to %s: %w", c.exchange, err))
 		}
-		dcs[i] = dc
+		dcs[j] = dc
 	}
 	nacked := 0
 	for _, dc := range dcs {
@@ -305,7 +371,6 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ did not store the events", cause)
 	}
-	c.counted(envs)
 	return nil
 }
 

@@ -283,3 +283,53 @@ func TestBlocked(t *testing.T) {
 	}
 	channeltest.AckAll(t, got)
 }
+
+// TestPublishAfterQueueDeleted: a queue this process declared and another replica
+// deleted since (its Remove saw no consumer) is not trusted: RabbitMQ returns the
+// unroutable message, Publish declares the queue again and sends it again, and the
+// event arrives. A message of the same batch whose queue exists arrives once.
+func TestPublishAfterQueueDeleted(t *testing.T) {
+	u := rabbitmqtest.URL(t)
+	prefix := fmt.Sprintf("deleted-%d", rand.Uint32())
+	open := func() *rabbitmq.Channel {
+		c, err := rabbitmq.New(context.Background(), "ns/b", rabbitmq.WithURL(u), rabbitmq.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := open(), open()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	channeltest.Publish(t, a, []string{"t"}, channeltest.Event("e1")) // declares t's queue
+	channeltest.Publish(t, a, []string{"u"}, channeltest.Event("u1")) // and u's
+	if err := b.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Publish(ctx, []channel.Envelope{
+		{Event: channeltest.Event("e2"), Subscriptions: []string{"t"}},
+		{Event: channeltest.Event("u2"), Subscriptions: []string{"u"}},
+		{Event: channeltest.Event("e3"), Subscriptions: []string{"t", "u"}},
+	})
+	if err != nil {
+		t.Fatalf("Publish after t's queue was deleted: %v", err)
+	}
+	kt, ku := channeltest.Consume(t, a, "t"), channeltest.Consume(t, a, "u")
+	got := func(k channel.Consumer, n int) []string {
+		ms := channeltest.ReceiveN(t, k, n, 20*time.Second)
+		channeltest.AckAll(t, ms)
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.Event().ID)
+		}
+		return ids
+	}
+	if ids := got(kt, 2); strings.Join(ids, ",") != "e2,e3" {
+		t.Errorf("t's queue holds %v, want e2, e3 (e1 went with the deleted queue)", ids)
+	}
+	if ids := got(ku, 3); strings.Join(ids, ",") != "u1,u2,e3" {
+		t.Errorf("u's queue holds %v, want u1, u2, e3", ids)
+	}
+	channeltest.ExpectNothing(t, kt, time.Second)
+	channeltest.ExpectNothing(t, ku, time.Second)
+}
