@@ -81,7 +81,8 @@ type Channel struct {
 
 	mu        sync.Mutex
 	consumers map[string]*consumer
-	declared  map[string]bool // queues declared (they outlive connections)
+	declared  map[string]bool          // queues declared (they outlive connections)
+	removing  map[string]chan struct{} // Remove under way: closed when it ends
 	closed    bool
 
 	life context.Context // ends at Close
@@ -120,6 +121,7 @@ func New(_ context.Context, brokerKey string, opts ...Option) (*Channel, error) 
 		changed:   make(chan struct{}),
 		consumers: make(map[string]*consumer),
 		declared:  make(map[string]bool),
+		removing:  make(map[string]chan struct{}),
 	}
 	c.life, c.end = context.WithCancel(context.Background())
 	s, err := c.dial()
@@ -389,9 +391,15 @@ func (c *Channel) counted(envs []channel.Envelope) {
 
 // Consume returns the consumer of the subscription called name, declaring its queue
 // when RabbitMQ can be reached (otherwise the consumer declares it once connected). A
-// second call for an open subscription returns the same consumer.
-func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, error) {
+// second call for an open subscription returns the same consumer. While a Remove of name
+// is under way, Consume waits for it (until ctx ends) and then opens a new consumer on a
+// new queue: that Remove neither closes it nor deletes its queue.
+func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
 	c.mu.Lock()
+	if err := c.awaitRemove(ctx, name); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	if c.closed {
 		c.mu.Unlock()
 		return nil, channel.ErrClosed
@@ -416,13 +424,46 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
+// awaitRemove waits, with c.mu held (released meanwhile), until no Remove of name is
+// under way, or ctx ends.
+func (c *Channel) awaitRemove(ctx context.Context, name string) error {
+	for {
+		done := c.removing[name]
+		if done == nil {
+			return nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-done:
+			c.mu.Lock()
+		case <-ctx.Done():
+			c.mu.Lock()
+			return fmt.Errorf("%w: rabbitmq: subscription %s: waiting for its removal: %w", channel.ErrUnavailable, name, ctx.Err())
+		}
+	}
+}
+
 // Remove closes the subscription's consumer if open and deletes its queue, with the
 // events still in it — unless other consumers (other replicas whose configuration still
-// has the trigger) consume it: the last replica to remove it deletes it.
+// has the trigger) consume it: the last replica to remove it deletes it. It acts on the
+// consumer open when it is called only: Consume calls for name wait until it returns.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
+	if err := c.awaitRemove(ctx, name); err != nil { // one Remove of name at a time
+		c.mu.Unlock()
+		return err
+	}
 	k := c.consumers[name]
+	delete(c.consumers, name)
+	done := make(chan struct{})
+	c.removing[name] = done
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.removing, name)
+		c.mu.Unlock()
+		close(done)
+	}()
 	if k != nil {
 		_ = k.Close()
 	}

@@ -333,3 +333,74 @@ func TestPublishAfterQueueDeleted(t *testing.T) {
 	channeltest.ExpectNothing(t, kt, time.Second)
 	channeltest.ExpectNothing(t, ku, time.Second)
 }
+
+// TestConsumeDuringRemove: a subscription opened again while its Remove is under way (a
+// trigger added back while its old self's queue is being deleted; here Remove waits for
+// the connection) is not the consumer Remove closes, nor the queue it deletes: Consume
+// waits for the Remove, then opens a new queue, and what is published to it afterwards
+// is delivered.
+func TestConsumeDuringRemove(t *testing.T) {
+	u := rabbitmqtest.URL(t)
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, pu.Host)
+	c, err := rabbitmq.New(context.Background(), "ns/readd", rabbitmq.WithURL(p.through(t, u)),
+		rabbitmq.WithPrefix(fmt.Sprintf("readd-%d", rand.Uint32())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	old := channeltest.Consume(t, c, "t")
+	channeltest.Publish(t, c, []string{"t"}, channeltest.Event("old"))
+
+	p.setDown(true)
+	p.cut()
+	sluicetest.Eventually(t, 20*time.Second, "the connection is lost", func() bool {
+		return c.Check(context.Background()) != nil
+	})
+	removed := make(chan error, 1)
+	go func() { removed <- c.Remove(ctx, "t") }() // waits for the connection
+	type opened struct {
+		k   channel.Consumer
+		err error
+	}
+	reopened := make(chan opened, 1)
+	go func() {
+		for { // Remove first: it closes the old consumer once under way
+			if _, err := old.Receive(ctx); errors.Is(err, channel.ErrClosed) || ctx.Err() != nil {
+				break
+			}
+		}
+		k, err := c.Consume(ctx, "t")
+		reopened <- opened{k, err}
+	}()
+	select {
+	case o := <-reopened:
+		t.Fatalf("Consume returned (%v) while the subscription's Remove was under way", o.err)
+	case err := <-removed:
+		t.Fatalf("Remove returned (%v) without a connection", err)
+	case <-time.After(2 * time.Second): // Consume only given a chance to be early
+	}
+
+	p.setDown(false)
+	if err := <-removed; err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	var o opened
+	select {
+	case o = <-reopened:
+	case <-ctx.Done():
+		t.Fatal("Consume never returned after the Remove")
+	}
+	if o.err != nil {
+		t.Fatalf("Consume after the Remove: %v", o.err)
+	}
+	channeltest.Publish(t, c, []string{"t"}, channeltest.Event("new"))
+	if m := channeltest.ReceiveN(t, o.k, 1, 20*time.Second)[0]; m.Event().ID != "new" {
+		t.Fatalf("the reopened subscription got %s, want new (old went with the removed queue)", m.Event().ID)
+	}
+	channeltest.ExpectNothing(t, o.k, time.Second)
+}
