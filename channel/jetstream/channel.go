@@ -166,6 +166,11 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: open subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
+	return c.open(name, jc)
+}
+
+// open starts consuming the subscription called name from its durable consumer jc.
+func (c *Channel) open(name string, jc jetstream.Consumer) (*Consumer, error) {
 	if info := jc.CachedInfo(); info != nil {
 		c.log.Info("jetstream: consuming the subscription's durable consumer, shared with every replica that has it",
 			"subscription", name, "consumer", c.durable(name), "stream", c.stream, "stream_replicas", c.cfg.replicas,

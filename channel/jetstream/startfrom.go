@@ -1,0 +1,283 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/event"
+)
+
+var _ channel.Starter = (*Channel)(nil)
+
+// A subscription started in the past catches up by copying, from the archive, the events
+// stored before it existed that its filter accepts into its own subject of the work-queue
+// stream, where its durable consumer delivers them like those routed to it. Where the
+// copy is is kept in the durable consumer's metadata, so a process killed while copying
+// (or another replica) goes on with it.
+const (
+	metaCatchUpFrom  = "sluice.catchup.from"  // "earliest" or an RFC 3339 time
+	metaCatchUpNext  = "sluice.catchup.next"  // the archive sequence to copy next; 0: from the start
+	metaCatchUpBound = "sluice.catchup.bound" // the archive's last sequence when the subscription was created
+	// catchUpRetryMax is the longest a copy waits before trying a failed page again (a full
+	// stream, the server unreachable).
+	catchUpRetryMax = 5 * time.Second
+)
+
+// ConsumeFrom opens the subscription called name like Consume; if its durable consumer
+// does not exist yet and from is not latest, it first starts copying, in the background,
+// the events of the archive (WithRetention) stored from from up to now that from.Match
+// accepts into the subscription's subject (channel.Starter). They are delivered beside
+// the events routed to it from now on, each once (a copy made again after a crash is
+// dropped by the stream's duplicate window), not strictly before them. A subscription
+// that exists resumes where it stopped, going on with a copy under way. Starting in the
+// past needs an archive: without one it returns an error wrapping channel.ErrNotKept.
+func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
+	if from.Match == nil {
+		return c.Consume(ctx, name)
+	}
+	if c.closed.Load() {
+		return nil, channel.ErrClosed
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("jetstream: start of subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
+	}
+	jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if from.Latest() {
+			return c.Consume(ctx, name)
+		}
+		if c.archive == "" {
+			return nil, fmt.Errorf("jetstream: start of subscription %q of broker %q from %s: %w: starting in the past reads the archive kept under sluice.dev/retention, and the broker has none",
+				name, c.brokerKey, startName(from), channel.ErrNotKept)
+		}
+		s, err := c.js.Stream(ctx, c.archive)
+		if err != nil {
+			return nil, fail(err)
+		}
+		cfg := c.consumerConfig(name)
+		cfg.Metadata[metaCatchUpFrom] = startName(from)
+		cfg.Metadata[metaCatchUpNext] = "0"
+		cfg.Metadata[metaCatchUpBound] = strconv.FormatUint(s.CachedInfo().State.LastSeq, 10)
+		if jc, err = c.js.CreateConsumer(ctx, c.stream, cfg); err != nil {
+			if !errors.Is(err, jetstream.ErrConsumerExists) {
+				return nil, fail(err)
+			}
+			// Another replica created it meanwhile: take its.
+			if jc, err = c.js.Consumer(ctx, c.stream, c.durable(name)); err != nil {
+				return nil, fail(err)
+			}
+		}
+	case err != nil:
+		return nil, fail(err)
+	}
+	md := jc.CachedInfo().Config.Metadata
+	if _, ok := md[metaCatchUpBound]; !ok {
+		return c.Consume(ctx, name) // it exists and has caught up (or never had to)
+	}
+	cu, err := parseCatchUp(md)
+	if err != nil {
+		return nil, fail(err)
+	}
+	jcons, err := c.open(name, jc)
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("jetstream: subscription catching up with the events stored before it existed",
+		"subscription", name, "from", md[metaCatchUpFrom], "next_archive_seq", cu.next, "until_archive_seq", cu.bound)
+	jcons.wg.Go(func() { c.catchUp(jcons.ctx, name, cu, from.Match) })
+	return jcons, nil
+}
+
+// catchUpState is where a subscription's copy is.
+type catchUpState struct {
+	from  string // "earliest" or an RFC 3339 time
+	next  uint64 // archive sequence; 0: from from
+	bound uint64 // last archive sequence to copy
+}
+
+// parseCatchUp reads the copy's state from a durable consumer's metadata.
+func parseCatchUp(md map[string]string) (catchUpState, error) {
+	cu := catchUpState{from: md[metaCatchUpFrom]}
+	var err error
+	if cu.next, err = strconv.ParseUint(md[metaCatchUpNext], 10, 64); err != nil {
+		return cu, fmt.Errorf("consumer metadata %s: %w", metaCatchUpNext, err)
+	}
+	if cu.bound, err = strconv.ParseUint(md[metaCatchUpBound], 10, 64); err != nil {
+		return cu, fmt.Errorf("consumer metadata %s: %w", metaCatchUpBound, err)
+	}
+	if cu.from != "earliest" {
+		if _, err := time.Parse(time.RFC3339Nano, cu.from); err != nil {
+			return cu, fmt.Errorf("consumer metadata %s: %w", metaCatchUpFrom, err)
+		}
+	}
+	return cu, nil
+}
+
+func startName(from channel.StartFrom) string {
+	if from.Earliest {
+		return "earliest"
+	}
+	return from.Time.UTC().Format(time.RFC3339Nano)
+}
+
+// catchUp copies the archive's messages from cu's position up to its bound that match
+// accepts (and were not routed to name already) into name's subject, a page at a time,
+// recording after each page where it is; once done it removes the copy's state. Failures
+// are retried with a backoff until ctx ends (the consumer closed): a later open goes on.
+func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, match func(channel.Stored) bool) {
+	wait := minFetchBackoff
+	var oc jetstream.Consumer
+	for ctx.Err() == nil {
+		var err error
+		done := cu.bound == 0 || cu.next > cu.bound
+		if !done && oc == nil {
+			oc, err = c.archiveFrom(ctx, cu)
+		}
+		if !done && err == nil {
+			done, err = c.copyPage(ctx, name, oc, &cu, match)
+		}
+		if err != nil {
+			oc = nil // start again from cu.next
+		}
+		if err == nil && done {
+			err = c.setCatchUp(ctx, name, nil)
+			if err == nil {
+				c.log.Info("jetstream: subscription caught up with the events stored before it existed", "subscription", name)
+				return
+			}
+		}
+		if err == nil {
+			wait = minFetchBackoff
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.plog.Warn("catchup", "jetstream: copying stored events for a subscription started in the past failed; retrying",
+			"subscription", name, "next_archive_seq", cu.next, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		wait = min(2*wait, catchUpRetryMax)
+	}
+}
+
+// copyPage copies the next page (archivePage messages at most) of the catch-up, records
+// the position after it, and reports whether the bound was reached.
+func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consumer, cu *catchUpState, match func(channel.Stored) bool) (bool, error) {
+	b, err := oc.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
+	if err != nil {
+		return false, fmt.Errorf("archive fetch: %w", err)
+	}
+	sub := c.sub(name)
+	var futures []jetstream.PubAckFuture
+	next, n, done := cu.next, 0, false
+	for m := range b.Messages() {
+		n++
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		seq := md.Sequence.Stream
+		if seq > cu.bound {
+			done = true
+			break
+		}
+		next = seq + 1
+		routes := m.Headers()[headerRoutes]
+		if slices.Contains(routes, name) {
+			continue // routed to it: stored for it already
+		}
+		e, err := event.DecodeBinary(m.Data())
+		if err != nil || !match(channel.Stored{Event: e, Time: md.Timestamp, Subscriptions: routes}) {
+			continue
+		}
+		msg := &nats.Msg{Subject: sub.subject, Data: m.Data(), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, "sluice-catchup."+hashToken(name)+"."+strconv.FormatUint(seq, 10))
+		f, err := c.js.PublishMsgAsync(msg)
+		if err != nil {
+			return false, classify(err)
+		}
+		futures = append(futures, f)
+		if seq == cu.bound {
+			done = true
+			break
+		}
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return false, fmt.Errorf("archive fetch: %w", err)
+	}
+	for _, f := range futures {
+		select {
+		case pa := <-f.Ok():
+			if !pa.Duplicate {
+				sub.published.Add(1)
+			}
+		case err := <-f.Err():
+			return false, classify(err)
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	if n == 0 {
+		done = true // nothing more up to the bound: the rest aged out of the archive
+	}
+	if next != cu.next && !done {
+		cu.next = next
+		if err := c.setCatchUp(ctx, name, cu); err != nil {
+			return false, err
+		}
+	}
+	return done, nil
+}
+
+// setCatchUp records cu as the copy's state in the subscription's durable consumer, or
+// removes it when cu is nil.
+func (c *Channel) setCatchUp(ctx context.Context, name string, cu *catchUpState) error {
+	jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
+	if err != nil {
+		return fmt.Errorf("reading the subscription's consumer: %w", err)
+	}
+	cfg := jc.CachedInfo().Config
+	cfg.Metadata = maps.Clone(cfg.Metadata)
+	if cu == nil {
+		delete(cfg.Metadata, metaCatchUpFrom)
+		delete(cfg.Metadata, metaCatchUpNext)
+		delete(cfg.Metadata, metaCatchUpBound)
+	} else {
+		cfg.Metadata[metaCatchUpNext] = strconv.FormatUint(cu.next, 10)
+	}
+	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
+		return fmt.Errorf("recording the catch-up's position: %w", err)
+	}
+	return nil
+}
+
+// archiveFrom returns an ordered consumer of the archive starting at cu's position.
+func (c *Channel) archiveFrom(ctx context.Context, cu catchUpState) (jetstream.Consumer, error) {
+	occ := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	switch {
+	case cu.next > 0:
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cu.next
+	case cu.from != "earliest":
+		at, _ := time.Parse(time.RFC3339Nano, cu.from) // checked by parseCatchUp
+		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &at
+	}
+	oc, err := c.js.OrderedConsumer(ctx, c.archive, occ)
+	if err != nil {
+		return nil, fmt.Errorf("archive consumer: %w", err)
+	}
+	return oc, nil
+}

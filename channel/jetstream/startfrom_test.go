@@ -1,0 +1,135 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
+	"github.com/sluice-broker/sluice/event"
+)
+
+// evenOnly is a trigger filter: it accepts the events eNN whose NN is even.
+func evenOnly(s channel.Stored) bool {
+	i, err := strconv.Atoi(strings.TrimPrefix(s.Event.ID, "e"))
+	return err == nil && i%2 == 0
+}
+
+// TestConsumeFrom: a subscription new to the channel started at earliest or at a time
+// gets, once each, the archived events its filter accepts (routed to others at ingress)
+// from there, then the events routed to it; at latest only the latter. Opened again it
+// resumes, without a second catch-up. Without an archive starting in the past is refused
+// with ErrNotKept.
+func TestConsumeFrom(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	c := newChannel(t, nc, "ns/startfrom", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	other := consume(t, c, "other")
+	for i := range 10 {
+		channeltest.Publish(t, c, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: fmt.Sprintf("e%02d", i), Source: "/s", Type: "t"})
+	}
+	channeltest.AckAll(t, channeltest.ReceiveN(t, other, 10, 20*time.Second))
+	time.Sleep(50 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	for i := 10; i < 20; i++ {
+		channeltest.Publish(t, c, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: fmt.Sprintf("e%02d", i), Source: "/s", Type: "t"})
+	}
+	channeltest.AckAll(t, channeltest.ReceiveN(t, other, 10, 20*time.Second))
+	for _, tt := range []struct {
+		name string
+		from channel.StartFrom
+		want int // stored events it catches up with
+	}{
+		{"earliest", channel.StartFrom{Earliest: true}, 10},
+		{"time", channel.StartFrom{Time: mid}, 5},
+		{"latest", channel.StartFrom{}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			from := tt.from
+			from.Match = evenOnly
+			k, err := c.ConsumeFrom(ctx, "t-"+tt.name, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			channeltest.Publish(t, c, []string{"t-" + tt.name}, &event.Event{SpecVersion: "1.0", ID: "live", Source: "/s", Type: "t"})
+			ms := channeltest.ReceiveN(t, k, tt.want+1, 30*time.Second)
+			channeltest.AckAll(t, ms)
+			var ids []string
+			for _, m := range ms {
+				ids = append(ids, m.Event().ID)
+			}
+			slices.Sort(ids)
+			if !slices.Contains(ids, "live") || len(slices.Compact(ids)) != tt.want+1 {
+				t.Fatalf("got %v, want %d distinct stored events and live", ids, tt.want)
+			}
+			for _, id := range ids {
+				if id != "live" && !evenOnly(channel.Stored{Event: &event.Event{ID: id}}) {
+					t.Errorf("got %s, which the filter refuses", id)
+				}
+				if id != "live" && tt.from.Earliest == false && id < "e10" {
+					t.Errorf("got %s, stored before the start time", id)
+				}
+			}
+			channeltest.ExpectNothing(t, k, time.Second)
+			_ = k.Close()
+			// Opened again: it resumes, with no second catch-up.
+			k, err = c.ConsumeFrom(ctx, "t-"+tt.name, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			channeltest.ExpectNothing(t, k, 2*time.Second)
+		})
+	}
+	t.Run("no archive", func(t *testing.T) {
+		plain := newChannel(t, nc, "ns/plain")
+		_, err := plain.ConsumeFrom(ctx, "t", channel.StartFrom{Earliest: true, Match: evenOnly})
+		if !errors.Is(err, channel.ErrNotKept) {
+			t.Fatalf("ConsumeFrom without an archive: %v, want ErrNotKept", err)
+		}
+	})
+	// A copy under way (recorded in the durable consumer, as a process killed while
+	// copying leaves it) goes on from where it was at the next open.
+	t.Run("resumes a copy", func(t *testing.T) {
+		s, err := c.js.Stream(ctx, c.archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := s.CachedInfo().State.LastSeq
+		cfg := c.consumerConfig("t-resumed")
+		cfg.Metadata[metaCatchUpFrom] = "earliest"
+		cfg.Metadata[metaCatchUpNext] = strconv.FormatUint(last-9, 10) // the last 10 events: e10..e19 and the live ones
+		cfg.Metadata[metaCatchUpBound] = strconv.FormatUint(last, 10)
+		if _, err := c.js.CreateConsumer(ctx, c.stream, cfg); err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.ConsumeFrom(ctx, "t-resumed", channel.StartFrom{Earliest: true, Match: func(channel.Stored) bool { return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		channeltest.AckAll(t, channeltest.ReceiveN(t, k, 10, 30*time.Second))
+		channeltest.ExpectNothing(t, k, time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			jc, err := c.js.Consumer(ctx, c.stream, c.durable("t-resumed"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := jc.CachedInfo().Config.Metadata[metaCatchUpBound]; !ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the catch-up's state is still recorded after it was delivered")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
