@@ -99,6 +99,11 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 	if err := c.openArchive(ctx, bh); err != nil {
 		return nil, err
 	}
+	if c.archive != "" {
+		if err := c.sweepRemoved(ctx); err != nil { // startfrom.go
+			return nil, err
+		}
+	}
 	c.conn = watchConn(nc)
 	if cfg.registerer != nil {
 		c.metrics = newCollector(c)
@@ -216,7 +221,9 @@ func (c *Channel) openConsumers() []*Consumer {
 // seen; it re-creates the consumer, without the purged events. The consumer is then left to the replicas that have it,
 // with an inactive threshold of InactiveThreshold: the server deletes it once no replica
 // has pulled from it for that long (its events stay in the stream, and a replica that
-// opens the subscription again gets them).
+// opens the subscription again gets them). With an archive (WithRetention) the consumer
+// and its events are kept instead, marked removed, for a subscription re-created with the
+// name to resume (ConsumeFrom); one not re-created within the retention is deleted then.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -229,6 +236,15 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 	if inUse, err := c.keepShared(ctx, name); err != nil || inUse {
 		return err
 	}
+	if c.archive != "" { // startfrom.go: kept for a trigger re-created with its name
+		return c.keepRemoved(ctx, name)
+	}
+	return c.deleteSubscription(ctx, name)
+}
+
+// deleteSubscription deletes the durable consumer of the subscription called name and
+// purges the events stored for it.
+func (c *Channel) deleteSubscription(ctx context.Context, name string) error {
 	err := c.js.DeleteConsumer(ctx, c.stream, c.durable(name))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))

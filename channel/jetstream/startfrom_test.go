@@ -133,3 +133,75 @@ func TestConsumeFrom(t *testing.T) {
 		}
 	})
 }
+
+// TestRecreatedResumes: on a channel with an archive, a subscription removed and opened
+// again at latest gets what it had not settled and, once each, the events stored while
+// it was gone that its filter accepts; opened again at earliest it starts anew there.
+// Without an archive, Remove deletes it as before.
+func TestRecreatedResumes(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	c := newChannel(t, nc, "ns/recreated", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	all := func(channel.Stored) bool { return true }
+	pub := func(subs []string, ids ...string) {
+		for _, id := range ids {
+			channeltest.Publish(t, c, subs, &event.Event{SpecVersion: "1.0", ID: id, Source: "/s", Type: "t"})
+		}
+	}
+	other := consume(t, c, "other")
+	k, err := c.ConsumeFrom(ctx, "t", channel.StartFrom{Match: evenOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub([]string{"t"}, "e00", "e01")
+	channeltest.AckAll(t, channeltest.ReceiveN(t, k, 1, 20*time.Second)) // e00 settled, e01 not
+	pub([]string{"t"}, "e02")
+	_ = k.Close()
+	if err := c.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	pub([]string{"other"}, "e03", "e04", "e05", "e06")
+	channeltest.AckAll(t, channeltest.ReceiveN(t, other, 4, 20*time.Second))
+	k, err = c.ConsumeFrom(ctx, "t", channel.StartFrom{Match: evenOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := channeltest.ReceiveN(t, k, 4, 30*time.Second)
+	channeltest.AckAll(t, ms)
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.Event().ID)
+	}
+	slices.Sort(ids)
+	if want := []string{"e01", "e02", "e04", "e06"}; !slices.Equal(ids, want) {
+		t.Fatalf("re-created subscription got %v, want %v", ids, want)
+	}
+	channeltest.ExpectNothing(t, k, time.Second)
+	_ = k.Close()
+
+	// Removed again, re-created at earliest: it starts anew, at the archive's start.
+	if err := c.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "t", channel.StartFrom{Earliest: true, Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ms = channeltest.ReceiveN(t, k, 7, 30*time.Second) // e00..e06, each once
+	channeltest.AckAll(t, ms)
+	channeltest.ExpectNothing(t, k, time.Second)
+
+	t.Run("no archive", func(t *testing.T) {
+		plain := newChannel(t, nc, "ns/plain-recreated")
+		k := consume(t, plain, "t")
+		channeltest.Publish(t, plain, []string{"t"}, &event.Event{SpecVersion: "1.0", ID: "x", Source: "/s", Type: "t"})
+		_ = k.Close()
+		if err := plain.Remove(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		k = consume(t, plain, "t")
+		channeltest.ExpectNothing(t, k, time.Second)
+	})
+}
