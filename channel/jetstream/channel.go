@@ -222,8 +222,9 @@ func (c *Channel) openConsumers() []*Consumer {
 // with an inactive threshold of InactiveThreshold: the server deletes it once no replica
 // has pulled from it for that long (its events stay in the stream, and a replica that
 // opens the subscription again gets them). With an archive (WithRetention) the consumer
-// and its events are kept instead, marked removed, for a subscription re-created with the
-// name to resume (ConsumeFrom); one not re-created within the retention is deleted then.
+// and its events are kept in either case, marked removed, for a subscription re-created
+// with the name to resume (ConsumeFrom); one neither re-created nor pulled from within
+// the retention is deleted then.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -233,11 +234,14 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 			_ = cons.Close()
 		}
 	}
-	if inUse, err := c.keepShared(ctx, name); err != nil || inUse {
+	inUse, err := c.keepShared(ctx, name)
+	switch {
+	case err != nil:
 		return err
-	}
-	if c.archive != "" { // startfrom.go: kept for a trigger re-created with its name
+	case c.archive != "": // startfrom.go: marked, kept for a trigger re-created with its name
 		return c.keepRemoved(ctx, name)
+	case inUse:
+		return nil
 	}
 	return c.deleteSubscription(ctx, name)
 }

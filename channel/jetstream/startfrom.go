@@ -380,7 +380,7 @@ func (c *Channel) keepRemoved(ctx context.Context, name string) error {
 }
 
 // sweepRemoved deletes the subscriptions removed (keepRemoved) longer than the retention
-// ago, with their events.
+// ago that no replica pulls from, with their events.
 func (c *Channel) sweepRemoved(ctx context.Context) error {
 	s, err := c.js.Stream(ctx, c.stream)
 	if err != nil {
@@ -390,7 +390,8 @@ func (c *Channel) sweepRemoved(ctx context.Context) error {
 	l := s.ListConsumers(ctx)
 	for info := range l.Info() {
 		at, err := time.Parse(time.RFC3339Nano, info.Config.Metadata[metaRemovedAt])
-		if err == nil && time.Since(at) > c.cfg.retention {
+		// A replica that still consumes it (Remove kept it shared) has a pull waiting.
+		if err == nil && time.Since(at) > c.cfg.retention && info.NumWaiting == 0 {
 			old = append(old, info.Config.Metadata["sluice.subscription"])
 		}
 	}
