@@ -99,7 +99,7 @@ func TestStartFromJetStreamNeedsRetention(t *testing.T) {
 	b := startBroker(t, append([]string{"--config", writeConfig(t, doc)}, jetstreamArgs(t)...)...)
 	sluicetest.Eventually(t, 30*time.Second, "the refusal in the log", func() bool {
 		l := b.logs.String()
-		return strings.Contains(l, "sluice.dev/retention") && strings.Contains(l, "earliest")
+		return strings.Contains(l, "from earliest") && strings.Contains(l, "sluice.dev/retention, and the broker has none")
 	})
 }
 
