@@ -205,3 +205,33 @@ func TestRecreatedResumes(t *testing.T) {
 		channeltest.ExpectNothing(t, k, time.Second)
 	})
 }
+
+// BenchmarkCatchUp: a subscription started at earliest receives the b.N events stored
+// for another one (copied from the archive, then fetched).
+func BenchmarkCatchUp(b *testing.B) {
+	srv := startServer(b, b.TempDir())
+	nc := connect(b, srv)
+	c := newChannel(b, nc, "ns/bench-catchup", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(b, 10*time.Minute)
+	envs := make([]channel.Envelope, 0, 100)
+	for i := 0; i < b.N; i += 100 {
+		envs = envs[:0]
+		for j := i; j < min(i+100, b.N); j++ {
+			envs = append(envs, channel.Envelope{Event: testEvent(j, make([]byte, 1024)), Subscriptions: []string{"other"}})
+		}
+		publish(b, c, envs...)
+	}
+	b.ResetTimer()
+	k, err := c.ConsumeFrom(ctx, "new", channel.StartFrom{Earliest: true, Match: func(channel.Stored) bool { return true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	for range b.N {
+		m, err := k.Receive(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.Ack()
+	}
+}
