@@ -59,6 +59,14 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 		return fmt.Errorf("jetstream: start of subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
 	jc, err := c.js.Consumer(ctx, c.stream, c.durable(name))
+	if c.archive == "" && err == nil {
+		// No archive (any more): nothing to catch up with. Consume drops the marks of a
+		// copy or a removal made while the broker had one; the events kept stay.
+		if _, removed := jc.CachedInfo().Config.Metadata[metaRemovedSeq]; !removed || from.Latest() {
+			return c.Consume(ctx, name)
+		}
+		err = jetstream.ErrConsumerNotFound // removed, and restarted at from: refused below
+	}
 	if err == nil {
 		if _, removed := jc.CachedInfo().Config.Metadata[metaRemovedSeq]; removed {
 			if jc, err = c.recreated(ctx, name, jc, from); err != nil {

@@ -193,6 +193,28 @@ func TestRecreatedResumes(t *testing.T) {
 	channeltest.AckAll(t, ms)
 	channeltest.ExpectNothing(t, k, time.Second)
 
+	// Removed while the broker had an archive, opened after it lost it: it resumes
+	// with its kept events, without a catch-up.
+	t.Run("archive gone", func(t *testing.T) {
+		k, err := c.ConsumeFrom(ctx, "u", channel.StartFrom{Match: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub([]string{"u"}, "u0")
+		_ = k.Close()
+		if err := c.Remove(ctx, "u"); err != nil {
+			t.Fatal(err)
+		}
+		plain := newChannel(t, nc, "ns/recreated")
+		k, err = plain.ConsumeFrom(ctx, "u", channel.StartFrom{Match: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		if id := channeltest.ReceiveN(t, k, 1, 30*time.Second)[0].Event().ID; id != "u0" {
+			t.Fatalf("got %s, want the kept u0", id)
+		}
+	})
 	t.Run("no archive", func(t *testing.T) {
 		plain := newChannel(t, nc, "ns/plain-recreated")
 		k := consume(t, plain, "t")
