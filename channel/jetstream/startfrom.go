@@ -36,18 +36,17 @@ const (
 	catchUpRetryMax = 5 * time.Second
 )
 
-// ConsumeFrom opens the subscription called name like Consume; if its durable consumer
-// does not exist yet (or was removed, and from is not latest: then it is deleted first)
-// and from is not latest, it first starts copying, in the background,
-// the events of the archive (WithRetention) stored from from up to now that from.Match
-// accepts into the subscription's subject (channel.Starter). They are delivered beside
-// the events routed to it from now on, each once (a copy made again after a crash is
-// dropped by the stream's duplicate window), not strictly before them. A subscription
-// that exists resumes where it stopped, going on with a copy under way. One re-created
-// after Remove kept its consumer (a channel with an archive) with from latest resumes
-// too: it gets what it had not settled, and copies the events the archive stored while
-// it was gone that from.Match accepts. Starting in the
-// past needs an archive: without one it returns an error wrapping channel.ErrNotKept.
+// ConsumeFrom opens the subscription called name like Consume (channel.Starter). If its
+// durable consumer does not exist yet (or was removed and from is not latest: then it is
+// deleted first) and from is not latest, it first starts copying, in the background, the
+// archived events (WithRetention) stored from from up to now that from.Match accepts into
+// the subscription's subject. They are delivered beside the events routed to it from now
+// on, each once (a page copied again after a crash is dropped by the stream's duplicate
+// window), not strictly before them. A subscription that exists resumes where it stopped,
+// going on with a copy under way; one whose consumer Remove kept, opened at latest,
+// resumes too: it gets what it had not settled, and a copy of the archived events stored
+// while it was gone that from.Match accepts. Starting in the past needs an archive:
+// without one it returns an error wrapping channel.ErrNotKept.
 func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
 	if from.Match == nil {
 		return c.Consume(ctx, name)
