@@ -99,6 +99,11 @@ func New(ctx context.Context, nc *nats.Conn, brokerKey string, opts ...Option) (
 	if err := c.openArchive(ctx, bh); err != nil {
 		return nil, err
 	}
+	if c.archive != "" {
+		if err := c.sweepRemoved(ctx); err != nil { // startfrom.go
+			return nil, err
+		}
+	}
 	c.conn = watchConn(nc)
 	if cfg.registerer != nil {
 		c.metrics = newCollector(c)
@@ -166,6 +171,11 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: open subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
 	}
+	return c.open(name, jc)
+}
+
+// open starts consuming the subscription called name from its durable consumer jc.
+func (c *Channel) open(name string, jc jetstream.Consumer) (*Consumer, error) {
 	if info := jc.CachedInfo(); info != nil {
 		c.log.Info("jetstream: consuming the subscription's durable consumer, shared with every replica that has it",
 			"subscription", name, "consumer", c.durable(name), "stream", c.stream, "stream_replicas", c.cfg.replicas,
@@ -211,7 +221,10 @@ func (c *Channel) openConsumers() []*Consumer {
 // seen; it re-creates the consumer, without the purged events. The consumer is then left to the replicas that have it,
 // with an inactive threshold of InactiveThreshold: the server deletes it once no replica
 // has pulled from it for that long (its events stay in the stream, and a replica that
-// opens the subscription again gets them).
+// opens the subscription again gets them). With an archive (WithRetention) the consumer
+// and its events are kept in either case, marked removed, for a subscription re-created
+// with the name to resume (ConsumeFrom); one neither re-created nor pulled from within
+// the retention is deleted then.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -221,9 +234,21 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 			_ = cons.Close()
 		}
 	}
-	if inUse, err := c.keepShared(ctx, name); err != nil || inUse {
+	inUse, err := c.keepShared(ctx, name)
+	switch {
+	case err != nil:
 		return err
+	case c.archive != "": // startfrom.go: marked, kept for a trigger re-created with its name
+		return c.keepRemoved(ctx, name)
+	case inUse:
+		return nil
 	}
+	return c.deleteSubscription(ctx, name)
+}
+
+// deleteSubscription deletes the durable consumer of the subscription called name and
+// purges the events stored for it.
+func (c *Channel) deleteSubscription(ctx context.Context, name string) error {
 	err := c.js.DeleteConsumer(ctx, c.stream, c.durable(name))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(err))
