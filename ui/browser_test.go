@@ -19,7 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sluice-broker/sluice/internal/cli"
+	"github.com/sluice-broker/sluice/cmd/sluice/cli"
 	"github.com/sluice-broker/sluice/internal/syncbuf"
 	"github.com/sluice-broker/sluice/loadtest/bench"
 	"github.com/sluice-broker/sluice/loadtest/cevent"

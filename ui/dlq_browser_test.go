@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/sluice-broker/sluice/internal/cli"
+	"github.com/sluice-broker/sluice/cmd/sluice/cli"
 )
 
 // TestDLQInChromium runs sluice serve with a trigger whose subscriber refuses every

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sluice-broker/sluice/internal/cli"
+	"github.com/sluice-broker/sluice/cmd/sluice/cli"
 	"github.com/sluice-broker/sluice/internal/sysmon"
 )
 

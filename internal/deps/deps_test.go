@@ -24,7 +24,7 @@ const module = "github.com/sluice-broker/sluice"
 var rules = []struct {
 	pkgs, imports []string
 }{
-	{[]string{"cmd/sluice"}, []string{"internal/cli", "internal/sysmon"}},
+	{[]string{"cmd/sluice"}, []string{"cmd/sluice/cli", "internal/sysmon"}},
 	{[]string{"event"}, []string{"internal/httpascii"}},
 	{[]string{"filter"}, []string{"event"}},
 	{[]string{"config"}, []string{"filter"}},
@@ -46,7 +46,7 @@ var rules = []struct {
 	{[]string{"kube"}, []string{"config", "internal/kubetest", "internal/redact"}},
 	{[]string{"internal/httpserver"}, []string{"internal/cpubusy", "internal/httpascii", "internal/tlsfiles"}},
 	{[]string{"internal/tlsfiles", "internal/tlsfiles/tlstest", "internal/httpascii", "internal/cpubusy", "internal/ratelog", "internal/bytesize", "internal/redact", "internal/syncbuf", "internal/sysmon", "internal/deps", "internal/kubetest"}, nil},
-	{[]string{"internal/cli"}, []string{"auth", "broker", "channel/registry", "config", "delivery", "dlq", "internal/bytesize", "kube", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tlsfiles", "internal/tracing", "loadtest/*", "source/ping", "ui"}},
+	{[]string{"cmd/sluice/cli"}, []string{"auth", "broker", "channel/registry", "config", "delivery", "dlq", "internal/bytesize", "kube", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tlsfiles", "internal/tracing", "loadtest/*", "source/ping", "ui"}},
 	{[]string{"loadtest/*"}, []string{"event", "internal/httpserver", "loadtest/*"}},
 	{[]string{"scripts/benchsuite", "scripts/securebench"}, []string{"internal/sluicetest", "loadtest/*"}},
 	{[]string{"test/e2e"}, []string{"channel/kafka", "channel/kafka/kafkatest", "channel/kinesis", "channel/kinesis/kinesistest", "channel/rabbitmq/rabbitmqtest", "internal/sluicetest", "internal/syncbuf", "loadtest/*"}},

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X .../internal/cli.version=v1.2.3".
+// version is set at build time with -ldflags "-X .../cmd/sluice/cli.version=v1.2.3".
 var version = "dev"
 
 func newVersionCmd() *cobra.Command {
