@@ -309,3 +309,70 @@ func TestChannelAndSubscriptionStatus(t *testing.T) {
 		return c != nil && c["status"] == "True"
 	})
 }
+
+// TestRefsFromCluster: a ref to a core Service resolves to its cluster DNS name (and
+// port) once the Service exists; a ref to another class's Broker to its
+// status.address.url once it has one; until then the referring Trigger is not ready,
+// saying why, and it follows the target's changes and deletion.
+func TestRefsFromCluster(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "refs"
+	namespace(t, ns)
+	watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: b, namespace: refs, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: rabbit, namespace: refs, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: to-svc, namespace: refs},
+  spec: {broker: b, subscriber: {ref: {apiVersion: v1, kind: Service, name: display}, uri: /hook}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: to-rabbit, namespace: refs},
+  spec: {broker: b, subscriber: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: rabbit}}}}`)
+
+	notReady := func(name, reason string) {
+		t.Helper()
+		waitFor(t, triggers, ns, name, "not ready: "+reason, func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			return c != nil && c["status"] == "False" && strings.Contains(fmt.Sprint(c["message"]), reason)
+		})
+	}
+	readyAt := func(name, url string) {
+		t.Helper()
+		waitFor(t, triggers, ns, name, "ready at "+url, func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			uri, _, _ := unstructured.NestedString(u.Object, "status", "subscriberUri")
+			return c != nil && c["status"] == "True" && uri == url
+		})
+	}
+	notReady("to-svc", "spec.subscriber.ref: Service refs/display does not exist")
+	notReady("to-rabbit", "Broker.eventing.knative.dev refs/rabbit has no status.address.url")
+
+	core := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Services(ns)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "display"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8081}}}}
+	if _, err := core.Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readyAt("to-svc", "http://display.refs.svc.cluster.local:8081/hook")
+
+	// The other class's controller writes its Broker's address: the Trigger follows it.
+	rabbit, err := srv.Dynamic().Resource(brokers).Namespace(ns).Get(context.Background(), "rabbit", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAddress := func(url string) {
+		t.Helper()
+		if err := unstructured.SetNestedField(rabbit.Object, url, "status", "address", "url"); err != nil {
+			t.Fatal(err)
+		}
+		if rabbit, err = srv.Dynamic().Resource(brokers).Namespace(ns).UpdateStatus(context.Background(), rabbit, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAddress("http://rabbit-ingress.refs.svc.cluster.local/refs/rabbit")
+	readyAt("to-rabbit", "http://rabbit-ingress.refs.svc.cluster.local/refs/rabbit")
+	setAddress("http://rabbit-ingress2.refs.svc.cluster.local/refs/rabbit")
+	readyAt("to-rabbit", "http://rabbit-ingress2.refs.svc.cluster.local/refs/rabbit")
+
+	if err := core.Delete(context.Background(), "display", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	notReady("to-svc", "Service refs/display does not exist")
+}

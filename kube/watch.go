@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -35,6 +36,8 @@ type watcher struct {
 	classes map[string]bool
 	stores  map[string]cache.Store // by kind, of the resources served
 	changed chan struct{}          // a change to read, buffered 1
+
+	refs *refs // resolves refs from the cluster; set by run
 
 	mu      sync.Mutex
 	applied map[string]int64 // "Kind ns/name" → the generation of the applied configuration
@@ -104,9 +107,10 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 			f = system // a Sluice broker reads no ConfigMap of its own
 		}
 		inf := f.ForResource(r.gvr).Informer()
+		gk := schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { w.signal() },
-			UpdateFunc: func(old, cur any) { w.update(old, cur) },
+			UpdateFunc: func(old, cur any) { w.update(gk, old, cur) },
 			DeleteFunc: func(any) { w.signal() },
 		}); err != nil {
 			return fmt.Errorf("kube: %s: %w", r.gvr.String(), err)
@@ -114,10 +118,24 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 		w.stores[r.kind] = inf.GetStore()
 		synced = append(synced, inf.HasSynced)
 	}
+	w.refs = &refs{ctx: ctx, factory: all, stores: w.stores, signal: w.signal,
+		kinds: map[schema.GroupKind]*refKind{}, asked: map[string]answer{}, notServed: map[schema.GroupKind]bool{},
+		disc: func(gv string) ([]string, []string, error) {
+			list, err := w.disc.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return nil, nil, err
+			}
+			var names, kinds []string
+			for _, ar := range list.APIResources {
+				names, kinds = append(names, ar.Name), append(kinds, ar.Kind)
+			}
+			return names, kinds, nil
+		}}
 	all.Start(ctx.Done())
 	system.Start(ctx.Done())
 	defer all.Shutdown()
 	defer system.Shutdown()
+	defer w.refs.wg.Wait()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
@@ -144,9 +162,12 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 		}
 		var sum [sha256.Size]byte
 		h.Sum(sum[:0])
-		if first || sum != last {
+		// A load also follows the objects refs name (their address, or their coming).
+		if first || sum != last || w.refs.changed() {
 			first, last = false, sum
-			cfg, err := config.ReadDocuments(docs, append(slices.Clone(w.opts.Config), config.WithPrevious(prev))...)
+			w.refs.begin()
+			cfg, err := config.ReadDocuments(docs, append(slices.Clone(w.opts.Config),
+				config.WithPrevious(prev), config.WithRefResolver(w.refs.resolve))...)
 			if err != nil {
 				onError(err)
 			} else {
@@ -189,8 +210,13 @@ func (w *watcher) signal() {
 }
 
 // update signals a change unless only the status (or the resource version) changed:
-// Sluice's own status writes are no change of configuration.
-func (w *watcher) update(old, cur any) {
+// Sluice's own status writes are no change of configuration. A change of an object a
+// ref names (a Broker of another class) is one: its status.address.url may have changed.
+func (w *watcher) update(gk schema.GroupKind, old, cur any) {
+	if w.refs != nil && w.refs.asks(gk, cur) {
+		w.signal()
+		return
+	}
 	o, ok1 := old.(*unstructured.Unstructured)
 	c, ok2 := cur.(*unstructured.Unstructured)
 	if ok1 && ok2 && o.GetGeneration() == c.GetGeneration() && o.GetGeneration() != 0 &&
