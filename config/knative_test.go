@@ -643,3 +643,35 @@ func TestRefResolver(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerDefaultClass: the class of a Broker with no class annotation comes from
+// config-br-defaults as the file mode reads it, or is Knative's stock default.
+func TestBrokerDefaultClass(t *testing.T) {
+	tests := []struct {
+		name, yaml, ns, class, err string
+		none                       bool
+	}{
+		{name: "no ConfigMap", none: true, ns: "a", class: "MTChannelBasedBroker"},
+		{name: "cluster default", yaml: "clusterDefault: {brokerClass: Sluice}", ns: "a", class: "Sluice"},
+		{name: "namespace default", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {brokerClass: Sluice}", ns: "b", class: "Sluice"},
+		{name: "other namespace", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {brokerClass: Sluice}", ns: "c", class: "Kafka"},
+		{name: "namespace entry without class", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {delivery: {retry: 2}}", ns: "b", class: "Kafka"},
+		{name: "empty", yaml: "", ns: "a", class: "MTChannelBasedBroker"},
+		{name: "unsupported", yaml: "clusterDefault: {brokerClass: Sluice, brokerClasses: {}}", ns: "a", class: "MTChannelBasedBroker",
+			err: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config.clusterDefault.brokerClasses"},
+		{name: "not YAML", yaml: "clusterDefault: [", ns: "a", class: "MTChannelBasedBroker",
+			err: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var data map[string]string
+			if !tt.none {
+				data = map[string]string{"default-br-config": tt.yaml}
+			}
+			class, err := BrokerDefaultClass(data, tt.ns)
+			if class != tt.class || (err == nil) != (tt.err == "") || (err != nil && !strings.HasPrefix(err.Error(), tt.err)) {
+				t.Errorf("class %q, err %v; want %q, err %q", class, err, tt.class, tt.err)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -375,4 +376,55 @@ func TestRefsFromCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	notReady("to-svc", "Service refs/display does not exist")
+}
+
+// TestDefaultClassFromConfigMap: a Broker with no class annotation is of the class
+// knative-eventing/config-br-defaults gives its namespace, as in the file mode; with no
+// such ConfigMap, of MTChannelBasedBroker (not run by default).
+func TestDefaultClassFromConfigMap(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "defaults"
+	namespace(t, ns)
+	kc := kubernetes.NewForConfigOrDie(srv.Config)
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "knative-eventing"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	r := watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: plain, namespace: defaults}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: defaults}, spec: {broker: plain, subscriber: {uri: "http://127.0.0.1:9/x"}}}`)
+	deadline := time.Now().Add(hang)
+	for n := 0; n == 0; _, n = r.last() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no configuration applied within %v", hang)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg, _ := r.last()
+	for _, b := range cfg.Brokers {
+		if b.Namespace == ns {
+			t.Fatalf("a Broker of the stock default class runs: %+v", b)
+		}
+	}
+
+	cms := kc.CoreV1().ConfigMaps("knative-eventing")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config-br-defaults"},
+		Data: map[string]string{"default-br-config": "clusterDefault: {brokerClass: MTChannelBasedBroker}\nnamespaceDefaults:\n  defaults: {brokerClass: Sluice}\n"}}
+	if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cms.Delete(context.Background(), "config-br-defaults", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, x := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{brokers, "plain"}, {triggers, "t"}} {
+		waitFor(t, x.gvr, ns, x.name, "ready, of the default class Sluice", func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			return c != nil && c["status"] == "True"
+		})
+	}
 }

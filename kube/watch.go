@@ -251,10 +251,22 @@ func (w *watcher) documents() ([]config.Document, map[string]int64) {
 	}
 	// Brokers of other classes are other controllers': neither they nor their Triggers
 	// are read. A Trigger whose Broker does not exist is read (not ready: no broker).
-	others := map[string]bool{} // "ns/name" of the Brokers of other classes
+	others := map[string]bool{}    // "ns/name" of the Brokers of other classes
+	var defaults map[string]string // config-br-defaults' data: the class of a Broker with none
+	for _, c := range objs["ConfigMap"] {
+		if c.GetNamespace() == systemNamespace && c.GetName() == "config-br-defaults" {
+			defaults, _, _ = unstructured.NestedStringMap(c.Object, "data")
+			if defaults == nil {
+				defaults = map[string]string{}
+			}
+		}
+	}
+	if _, err := config.BrokerDefaultClass(defaults, ""); err != nil {
+		w.opts.Logger.Warn("kubernetes: Brokers with no class annotation are of class "+DefaultBrokerClass, "err", err)
+	}
 	var brokers []*unstructured.Unstructured
 	for _, b := range objs["Broker"] {
-		if w.classes[brokerClass(b)] {
+		if w.classes[brokerClass(b, defaults)] {
 			brokers = append(brokers, b)
 		} else {
 			others[b.GetNamespace()+"/"+b.GetName()] = true
@@ -300,12 +312,15 @@ func documentName(r resource, o *unstructured.Unstructured) string {
 	return "kubernetes:" + res + "/" + o.GetNamespace() + "/" + o.GetName()
 }
 
-// brokerClass is the class of Broker b: its annotation, or DefaultBrokerClass.
-func brokerClass(b *unstructured.Unstructured) string {
+// brokerClass is the class of Broker b: its annotation, or the class defaults (the data
+// of config-br-defaults, nil if there is none) give its namespace, as the file mode reads
+// them; DefaultBrokerClass if they are invalid.
+func brokerClass(b *unstructured.Unstructured, defaults map[string]string) string {
 	if c := b.GetAnnotations()[AnnotationBrokerClass]; c != "" {
 		return c
 	}
-	return DefaultBrokerClass
+	c, _ := config.BrokerDefaultClass(defaults, b.GetNamespace())
+	return c
 }
 
 // namedConfigMaps returns the ConfigMaps of cms that the configuration reads: Knative's
