@@ -428,3 +428,57 @@ func TestDefaultClassFromConfigMap(t *testing.T) {
 		})
 	}
 }
+
+// TestReadinessEvents: the status writer records a Kubernetes Event on an object when it
+// becomes ready (Normal, Ready) and when it becomes not ready (Warning, with the
+// condition's reason and message), once per change.
+func TestReadinessEvents(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "events"
+	namespace(t, ns)
+	watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: b, namespace: events, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/x"}}}`)
+	events := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Events(ns)
+	// count sums the counts of the Events of type and reason on object name.
+	count := func(name, typ, reason, msg string) int32 {
+		list, err := events.List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int32
+		for _, e := range list.Items {
+			if e.Type == typ && e.Reason == reason && strings.Contains(e.Message, msg) && e.Source.Component == EventComponent {
+				n += max(e.Count, 1)
+			}
+		}
+		return n
+	}
+	waitCount := func(name, typ, reason, msg string, want int32) {
+		t.Helper()
+		deadline := time.Now().Add(hang)
+		for count(name, typ, reason, msg) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %s events %q (%q), want %d within %v", name, count(name, typ, reason, msg), typ, reason, msg, want, hang)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitCount("b", corev1.EventTypeNormal, EventReasonReady, "ready", 1)
+	waitCount("t", corev1.EventTypeNormal, EventReasonReady, "ready", 1)
+
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/x"}, filter: {attributes: {"Bad Name": x}}}}`)
+	waitCount("t", corev1.EventTypeWarning, ReasonInvalid, "spec.filter.attributes", 1)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/y"}}}`)
+	waitCount("t", corev1.EventTypeNormal, EventReasonReady, "ready", 2)
+	// Status rewritten every interval records nothing more: one Event per change.
+	time.Sleep(time.Second)
+	for _, c := range []struct {
+		name, typ, reason string
+		want              int32
+	}{{"b", corev1.EventTypeNormal, EventReasonReady, 1}, {"t", corev1.EventTypeNormal, EventReasonReady, 2}, {"t", corev1.EventTypeWarning, ReasonInvalid, 1}} {
+		if n := count(c.name, c.typ, c.reason, ""); n != c.want {
+			t.Errorf("%s: %d %s %s events, want %d", c.name, n, c.typ, c.reason, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,11 +18,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/sluice-broker/sluice/config"
 )
+
+// EventComponent is the source component of the Kubernetes Events Sluice records.
+const EventComponent = "sluice"
 
 // systemNamespace is Knative's: its ConfigMaps (config-br-defaults, default-ch-webhook,
 // config-kreference-mapping) configure every namespace.
@@ -37,7 +44,8 @@ type watcher struct {
 	stores  map[string]cache.Store // by kind, of the resources served
 	changed chan struct{}          // a change to read, buffered 1
 
-	refs *refs // resolves refs from the cluster; set by run
+	refs   *refs                // resolves refs from the cluster; set by run
+	events record.EventRecorder // records readiness changes as Kubernetes Events; set by run
 
 	mu      sync.Mutex
 	applied map[string]int64 // "Kind ns/name" → the generation of the applied configuration
@@ -146,6 +154,9 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 	defer bg.Wait()
 	written := make(chan struct{}, 1) // a new configuration applied: write its status
 	if w.opts.Status != nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.kube.CoreV1().Events("")})
+		w.events = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: w.opts.Election.Identity})
 		bg.Go(func() { w.elect(ctx, written) })
 	}
 	var prev *config.Config
