@@ -194,6 +194,23 @@ func (c *classes) brokerDefault(ns string) (brokerDefault, error) {
 	return *bd, nil
 }
 
+// BrokerDefaultClass returns the class of a Broker of namespace ns with no class
+// annotation, as the file mode reads it: from data, the data of the ConfigMap
+// knative-eventing/config-br-defaults (its namespaceDefaults, then clusterDefault), or
+// Knative's stock default, MTChannelBasedBroker, if data is nil. The error names the
+// ConfigMap and the field; the class is then the stock default.
+func BrokerDefaultClass(data map[string]string, ns string) (string, error) {
+	c := &classes{cms: map[string]map[string]string{}}
+	if data != nil {
+		c.cms[systemNamespace+"/"+cmBrokerDefaults] = data
+	}
+	d, err := c.brokerDefault(ns)
+	if err != nil {
+		return classMTChannel, err
+	}
+	return d.BrokerClass, nil
+}
+
 // defaultDelivery returns the delivery config-br-defaults gives a Broker of namespace ns
 // that has no spec.delivery, and the field it was written at; nil when none. As the
 // class and config do, it comes from the namespace's entry (namespaceDefaults, its

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -586,5 +587,91 @@ spec: {channel: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel, na
 		if o.Ready || strings.ReplaceAll(o.Reason, o.File, "x.yaml") != tt.reason {
 			t.Errorf("%s: ready %v, reason\n%q\nwant\n%q", tt.key, o.Ready, o.Reason, tt.reason)
 		}
+	}
+}
+
+// TestRefResolver: WithRefResolver resolves what the configuration, --refs and the
+// mapping do not, before the template; its error makes the referring object not ready
+// with that reason; a kind it does not know resolves as without it.
+func TestRefResolver(t *testing.T) {
+	refs := filepath.Join(t.TempDir(), "refs.yaml")
+	if err := os.WriteFile(refs, []byte(`- {apiVersion: v1, kind: Service, namespace: shop, name: listed, url: "http://10.1.2.3/"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cluster := func(apiVersion, kind, ns, name string) (string, bool, error) {
+		switch {
+		case kind == "Deployment":
+			return "", false, nil
+		case name == "absent":
+			return "", false, errors.New("Service shop/absent does not exist")
+		case name == "bad":
+			return "ftp://x", true, nil
+		}
+		return "http://" + name + "." + ns + ".cluster:8081", true, nil
+	}
+	ref := func(apiVersion, kind, name string) string {
+		return "    ref: {apiVersion: " + apiVersion + ", kind: " + kind + ", name: " + name + "}\n"
+	}
+	yaml := kBroker +
+		kTrigger("in-config", ref("eventing.knative.dev/v1", "Broker", "b")) +
+		kTrigger("listed", ref("v1", "Service", "listed")) +
+		kTrigger("cluster", ref("serving.knative.dev/v1", "Service", "ksvc")+"    uri: /x\n") +
+		kTrigger("other-broker", ref("eventing.knative.dev/v1", "Broker", "rabbit")) +
+		kTrigger("absent", ref("v1", "Service", "absent")) +
+		kTrigger("bad", ref("v1", "Service", "bad")) +
+		kTrigger("unknown-kind", ref("apps/v1", "Deployment", "d"))
+	cfg := readYAML(t, yaml, WithIngressURL("http://sluice.local:9090"), WithRefsFile(refs), WithRefResolver(cluster))
+	tests := []struct{ trigger, url, via, reason string }{
+		{"in-config", "http://sluice.local:9090/shop/b", ViaConfig, ""},
+		{"listed", "http://10.1.2.3/", ViaRefsFile, ""},
+		{"cluster", "http://ksvc.shop.cluster:8081/x", ViaCluster, ""},
+		{"other-broker", "http://rabbit.shop.cluster:8081", ViaCluster, ""},
+		{"absent", "", "", "spec.subscriber.ref: Service shop/absent does not exist"},
+		{"bad", "", "", `spec.subscriber.ref: Service shop/bad: address "ftp://x" is not an absolute http or https URL`},
+		{"unknown-kind", "", "", "spec.subscriber.ref: apps/v1 Deployment shop/d is not in --refs"},
+	}
+	for _, tt := range tests {
+		o := status(t, cfg, "Trigger shop/"+tt.trigger)
+		if tt.reason != "" {
+			if o.Ready || !strings.HasPrefix(o.Reason, tt.reason) {
+				t.Errorf("%s: ready %v, reason %q; want not ready, reason %q", tt.trigger, o.Ready, o.Reason, tt.reason)
+			}
+			continue
+		}
+		if u, via := refURL(o, "spec.subscriber"); !o.Ready || u != tt.url || via != tt.via {
+			t.Errorf("%s: ready %v (%s), %s via %s, want %s via %s", tt.trigger, o.Ready, o.Reason, u, via, tt.url, tt.via)
+		}
+	}
+}
+
+// TestBrokerDefaultClass: the class of a Broker with no class annotation comes from
+// config-br-defaults as the file mode reads it, or is Knative's stock default.
+func TestBrokerDefaultClass(t *testing.T) {
+	tests := []struct {
+		name, yaml, ns, class, err string
+		none                       bool
+	}{
+		{name: "no ConfigMap", none: true, ns: "a", class: "MTChannelBasedBroker"},
+		{name: "cluster default", yaml: "clusterDefault: {brokerClass: Sluice}", ns: "a", class: "Sluice"},
+		{name: "namespace default", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {brokerClass: Sluice}", ns: "b", class: "Sluice"},
+		{name: "other namespace", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {brokerClass: Sluice}", ns: "c", class: "Kafka"},
+		{name: "namespace entry without class", yaml: "clusterDefault: {brokerClass: Kafka}\nnamespaceDefaults:\n  b: {delivery: {retry: 2}}", ns: "b", class: "Kafka"},
+		{name: "empty", yaml: "", ns: "a", class: "MTChannelBasedBroker"},
+		{name: "unsupported", yaml: "clusterDefault: {brokerClass: Sluice, brokerClasses: {}}", ns: "a", class: "MTChannelBasedBroker",
+			err: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config.clusterDefault.brokerClasses"},
+		{name: "not YAML", yaml: "clusterDefault: [", ns: "a", class: "MTChannelBasedBroker",
+			err: "ConfigMap knative-eventing/config-br-defaults: data.default-br-config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var data map[string]string
+			if !tt.none {
+				data = map[string]string{"default-br-config": tt.yaml}
+			}
+			class, err := BrokerDefaultClass(data, tt.ns)
+			if class != tt.class || (err == nil) != (tt.err == "") || (err != nil && !strings.HasPrefix(err.Error(), tt.err)) {
+				t.Errorf("class %q, err %v; want %q, err %q", class, err, tt.class, tt.err)
+			}
+		})
 	}
 }

@@ -27,6 +27,7 @@ type options struct {
 	refsFile    string
 	refTemplate string
 	previous    *Config
+	resolver    RefResolver
 }
 
 // WithIngressURL sets the base URL of Sluice's own ingress ("http://host:port"), which
@@ -49,12 +50,25 @@ func WithRefURLTemplate(t string) Option { return func(o *options) { o.refTempla
 // passes it on every reload.
 func WithPrevious(c *Config) Option { return func(o *options) { o.previous = c } }
 
+// RefResolver resolves a ref that is not an object of the configuration, an entry of the
+// refs file or a template of config-kreference-mapping: `sluice serve --kubernetes`
+// resolves one from the referenced object in the cluster. It returns the ref's URL and
+// true; false if it does not resolve refs of that kind (the ref resolves as without it);
+// or an error saying why the ref does not resolve now (the object naming it is not
+// ready, with that reason).
+type RefResolver func(apiVersion, kind, namespace, name string) (url string, ok bool, err error)
+
+// WithRefResolver resolves the refs that nothing of the configuration resolves with f,
+// before --ref-url-template; Resolution.Via is ViaCluster.
+func WithRefResolver(f RefResolver) Option { return func(o *options) { o.resolver = f } }
+
 // settings are the checked options.
 type settings struct {
 	ingress  string
 	template *template.Template
 	refsFile string
 	previous *Config
+	resolver RefResolver
 }
 
 // newSettings applies and checks opts: the error names the bad option.
@@ -84,7 +98,7 @@ func newSettings(opts []Option) (*settings, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &settings{ingress: strings.TrimSuffix(o.ingressURL, "/"), template: t, refsFile: o.refsFile, previous: o.previous}, nil
+	return &settings{ingress: strings.TrimSuffix(o.ingressURL, "/"), template: t, refsFile: o.refsFile, previous: o.previous, resolver: o.resolver}, nil
 }
 
 // refData is what the ref URL template sees.

@@ -150,6 +150,18 @@ func (r *resolver) resolve(d *dest, ns string) (Resolution, error) {
 			base, res.Via = u, ViaMapping
 		}
 	}
+	if base == "" && r.st.resolver != nil {
+		u, ok, err := r.st.resolver(ref.APIVersion, ref.Kind, ref.Namespace, ref.Name)
+		if err != nil {
+			return res, fmt.Errorf("%s.ref: %w", d.path, err)
+		}
+		if ok {
+			if pu, perr := url.Parse(u); perr != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				return res, fmt.Errorf("%s.ref: %s %s/%s: address %q is not an absolute http or https URL", d.path, ref.Kind, ref.Namespace, ref.Name, u)
+			}
+			base, res.Via = u, ViaCluster
+		}
+	}
 	if base == "" {
 		if !serviceKind(ref.APIVersion, ref.Kind) {
 			if _, ok := r.skipped[key]; ok {

@@ -44,8 +44,8 @@ type Resolution struct {
 	Ref string `json:"ref,omitempty"`
 	// URL is where events go.
 	URL string `json:"url"`
-	// Via says how the ref was resolved: ViaConfig, ViaRefsFile, ViaMapping, ViaTemplate,
-	// or ViaURI.
+	// Via says how the ref was resolved: ViaConfig, ViaRefsFile, ViaMapping, ViaCluster,
+	// ViaTemplate or ViaURI.
 	Via string `json:"via"`
 }
 
@@ -56,6 +56,7 @@ const (
 	ViaRefsFile = "refs-file"          // an entry of the --refs file
 	ViaTemplate = "template"           // the --ref-url-template (Knative's in-cluster address of a Service)
 	ViaMapping  = "kreference-mapping" // a template of Knative's config-kreference-mapping
+	ViaCluster  = "cluster"            // the referenced object in the cluster (WithRefResolver)
 )
 
 // Key returns "Kind namespace/name".

@@ -43,8 +43,8 @@ const (
 // Broker classes: the annotation that names one, and the ones Sluice runs.
 const (
 	AnnotationBrokerClass = "eventing.knative.dev/broker.class"
-	// DefaultBrokerClass is the class of a Broker with no class annotation: Knative's
-	// stock default.
+	// DefaultBrokerClass is the class of a Broker with no class annotation when
+	// knative-eventing/config-br-defaults names none: Knative's stock default.
 	DefaultBrokerClass = "MTChannelBasedBroker"
 )
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -308,4 +309,176 @@ func TestChannelAndSubscriptionStatus(t *testing.T) {
 		c := readyCondition(u)
 		return c != nil && c["status"] == "True"
 	})
+}
+
+// TestRefsFromCluster: a ref to a core Service resolves to its cluster DNS name (and
+// port) once the Service exists; a ref to another class's Broker to its
+// status.address.url once it has one; until then the referring Trigger is not ready,
+// saying why, and it follows the target's changes and deletion.
+func TestRefsFromCluster(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "refs"
+	namespace(t, ns)
+	watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: b, namespace: refs, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: rabbit, namespace: refs, annotations: {eventing.knative.dev/broker.class: RabbitMQBroker}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: to-svc, namespace: refs},
+  spec: {broker: b, subscriber: {ref: {apiVersion: v1, kind: Service, name: display}, uri: /hook}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: to-rabbit, namespace: refs},
+  spec: {broker: b, subscriber: {ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: rabbit}}}}`)
+
+	notReady := func(name, reason string) {
+		t.Helper()
+		waitFor(t, triggers, ns, name, "not ready: "+reason, func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			return c != nil && c["status"] == "False" && strings.Contains(fmt.Sprint(c["message"]), reason)
+		})
+	}
+	readyAt := func(name, url string) {
+		t.Helper()
+		waitFor(t, triggers, ns, name, "ready at "+url, func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			uri, _, _ := unstructured.NestedString(u.Object, "status", "subscriberUri")
+			return c != nil && c["status"] == "True" && uri == url
+		})
+	}
+	notReady("to-svc", "spec.subscriber.ref: Service refs/display does not exist")
+	notReady("to-rabbit", "Broker.eventing.knative.dev refs/rabbit has no status.address.url")
+
+	core := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Services(ns)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "display"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8081}}}}
+	if _, err := core.Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readyAt("to-svc", "http://display.refs.svc.cluster.local:8081/hook")
+
+	// The other class's controller writes its Broker's address: the Trigger follows it.
+	rabbit, err := srv.Dynamic().Resource(brokers).Namespace(ns).Get(context.Background(), "rabbit", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAddress := func(url string) {
+		t.Helper()
+		if err := unstructured.SetNestedField(rabbit.Object, url, "status", "address", "url"); err != nil {
+			t.Fatal(err)
+		}
+		if rabbit, err = srv.Dynamic().Resource(brokers).Namespace(ns).UpdateStatus(context.Background(), rabbit, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAddress("http://rabbit-ingress.refs.svc.cluster.local/refs/rabbit")
+	readyAt("to-rabbit", "http://rabbit-ingress.refs.svc.cluster.local/refs/rabbit")
+	setAddress("http://rabbit-ingress2.refs.svc.cluster.local/refs/rabbit")
+	readyAt("to-rabbit", "http://rabbit-ingress2.refs.svc.cluster.local/refs/rabbit")
+
+	if err := core.Delete(context.Background(), "display", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	notReady("to-svc", "Service refs/display does not exist")
+}
+
+// TestDefaultClassFromConfigMap: a Broker with no class annotation is of the class
+// knative-eventing/config-br-defaults gives its namespace, as in the file mode; with no
+// such ConfigMap, of MTChannelBasedBroker (not run by default).
+func TestDefaultClassFromConfigMap(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "defaults"
+	namespace(t, ns)
+	kc := kubernetes.NewForConfigOrDie(srv.Config)
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "knative-eventing"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	r := watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: plain, namespace: defaults}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: defaults}, spec: {broker: plain, subscriber: {uri: "http://127.0.0.1:9/x"}}}`)
+	deadline := time.Now().Add(hang)
+	for n := 0; n == 0; _, n = r.last() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no configuration applied within %v", hang)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg, _ := r.last()
+	for _, b := range cfg.Brokers {
+		if b.Namespace == ns {
+			t.Fatalf("a Broker of the stock default class runs: %+v", b)
+		}
+	}
+
+	cms := kc.CoreV1().ConfigMaps("knative-eventing")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config-br-defaults"},
+		Data: map[string]string{"default-br-config": "clusterDefault: {brokerClass: MTChannelBasedBroker}\nnamespaceDefaults:\n  defaults: {brokerClass: Sluice}\n"}}
+	if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cms.Delete(context.Background(), "config-br-defaults", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, x := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{brokers, "plain"}, {triggers, "t"}} {
+		waitFor(t, x.gvr, ns, x.name, "ready, of the default class Sluice", func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			return c != nil && c["status"] == "True"
+		})
+	}
+}
+
+// TestReadinessEvents: the status writer records a Kubernetes Event on an object when it
+// becomes ready (Normal, Ready) and when it becomes not ready (Warning, with the
+// condition's reason and message), once per change.
+func TestReadinessEvents(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "events"
+	namespace(t, ns)
+	watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: b, namespace: events, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/x"}}}`)
+	events := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Events(ns)
+	// count sums the counts of the Events of type and reason on object name.
+	count := func(name, typ, reason, msg string) int32 {
+		list, err := events.List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int32
+		for _, e := range list.Items {
+			if e.Type == typ && e.Reason == reason && strings.Contains(e.Message, msg) && e.Source.Component == EventComponent {
+				n += max(e.Count, 1)
+			}
+		}
+		return n
+	}
+	waitCount := func(name, typ, reason, msg string, want int32) {
+		t.Helper()
+		deadline := time.Now().Add(hang)
+		for count(name, typ, reason, msg) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %s events %q (%q), want %d within %v", name, count(name, typ, reason, msg), typ, reason, msg, want, hang)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitCount("b", corev1.EventTypeNormal, EventReasonReady, "ready", 1)
+	waitCount("t", corev1.EventTypeNormal, EventReasonReady, "ready", 1)
+
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/x"}, filter: {attributes: {"Bad Name": x}}}}`)
+	waitCount("t", corev1.EventTypeWarning, ReasonInvalid, "spec.filter.attributes", 1)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: t, namespace: events}, spec: {broker: b, subscriber: {uri: "http://127.0.0.1:9/y"}}}`)
+	waitCount("t", corev1.EventTypeNormal, EventReasonReady, "ready", 2)
+	// Status rewritten every interval records nothing more: one Event per change.
+	time.Sleep(time.Second)
+	for _, c := range []struct {
+		name, typ, reason string
+		want              int32
+	}{{"b", corev1.EventTypeNormal, EventReasonReady, 1}, {"t", corev1.EventTypeNormal, EventReasonReady, 2}, {"t", corev1.EventTypeWarning, ReasonInvalid, 1}} {
+		if n := count(c.name, c.typ, c.reason, ""); n != c.want {
+			t.Errorf("%s: %d %s %s events, want %d", c.name, n, c.typ, c.reason, c.want)
+		}
+	}
 }

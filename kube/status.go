@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -119,12 +120,60 @@ func (w *watcher) writeAll(ctx context.Context, failing map[string]string) {
 		switch {
 		case err == nil:
 			delete(failing, o.Key())
+			w.event(cur, want)
 		case apierrors.IsConflict(err): // edited since: the next round writes again
 		case failing[o.Key()] != err.Error(): // forbidden (RBAC), an outage…: retried every round
 			failing[o.Key()] = err.Error()
 			w.opts.Logger.Warn("kubernetes: status not written", "object", o.Key(), "err", redact.Text(err.Error()))
 		}
 	}
+}
+
+// MaxEventMessageBytes bounds the message of a Kubernetes Event Sluice records: the
+// reason an object is not ready, cut there.
+const MaxEventMessageBytes = 1024
+
+// Reasons of the Kubernetes Events Sluice records besides ReasonInvalid and
+// ReasonNotRunning.
+const (
+	// EventReasonReady: the object became ready.
+	EventReasonReady = "Ready"
+)
+
+// event records a Kubernetes Event on cur if its Ready condition changes to the one of
+// status want: Normal "Ready" when it becomes ready, Warning with the condition's
+// reason and message when it becomes not ready or why changes.
+func (w *watcher) event(cur *unstructured.Unstructured, want map[string]any) {
+	if w.events == nil {
+		return
+	}
+	was := readyOf(cur.Object["status"])
+	now := readyOf(want)
+	if now == nil || (was != nil && was["status"] == now["status"] && was["reason"] == now["reason"] && was["message"] == now["message"]) {
+		return
+	}
+	if now["status"] == "True" {
+		w.events.Event(cur, corev1.EventTypeNormal, EventReasonReady, "ready")
+		return
+	}
+	reason, _ := now["reason"].(string)
+	msg, _ := now["message"].(string)
+	if len(msg) > MaxEventMessageBytes {
+		msg = strings.ToValidUTF8(msg[:MaxEventMessageBytes-3], "") + "..."
+	}
+	w.events.Event(cur, corev1.EventTypeWarning, reason, "not ready: "+msg)
+}
+
+// readyOf returns the Ready condition of status, or nil.
+func readyOf(status any) map[string]any {
+	st, _ := status.(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m
+		}
+	}
+	return nil
 }
 
 // storeKey is the informer store's key of an object.

@@ -10,17 +10,25 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/sluice-broker/sluice/config"
 )
+
+// EventComponent is the source component of the Kubernetes Events Sluice records.
+const EventComponent = "sluice"
 
 // systemNamespace is Knative's: its ConfigMaps (config-br-defaults, default-ch-webhook,
 // config-kreference-mapping) configure every namespace.
@@ -35,6 +43,9 @@ type watcher struct {
 	classes map[string]bool
 	stores  map[string]cache.Store // by kind, of the resources served
 	changed chan struct{}          // a change to read, buffered 1
+
+	refs   *refs                // resolves refs from the cluster; set by run
+	events record.EventRecorder // records readiness changes as Kubernetes Events; set by run
 
 	mu      sync.Mutex
 	applied map[string]int64 // "Kind ns/name" → the generation of the applied configuration
@@ -104,9 +115,10 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 			f = system // a Sluice broker reads no ConfigMap of its own
 		}
 		inf := f.ForResource(r.gvr).Informer()
+		gk := schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { w.signal() },
-			UpdateFunc: func(old, cur any) { w.update(old, cur) },
+			UpdateFunc: func(old, cur any) { w.update(gk, old, cur) },
 			DeleteFunc: func(any) { w.signal() },
 		}); err != nil {
 			return fmt.Errorf("kube: %s: %w", r.gvr.String(), err)
@@ -114,10 +126,24 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 		w.stores[r.kind] = inf.GetStore()
 		synced = append(synced, inf.HasSynced)
 	}
+	w.refs = &refs{ctx: ctx, factory: all, stores: w.stores, signal: w.signal,
+		kinds: map[schema.GroupKind]*refKind{}, asked: map[string]answer{}, notServed: map[schema.GroupKind]bool{},
+		disc: func(gv string) ([]string, []string, error) {
+			list, err := w.disc.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return nil, nil, err
+			}
+			var names, kinds []string
+			for _, ar := range list.APIResources {
+				names, kinds = append(names, ar.Name), append(kinds, ar.Kind)
+			}
+			return names, kinds, nil
+		}}
 	all.Start(ctx.Done())
 	system.Start(ctx.Done())
 	defer all.Shutdown()
 	defer system.Shutdown()
+	defer w.refs.wg.Wait()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
@@ -128,6 +154,9 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 	defer bg.Wait()
 	written := make(chan struct{}, 1) // a new configuration applied: write its status
 	if w.opts.Status != nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.kube.CoreV1().Events("")})
+		w.events = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: w.opts.Election.Identity})
 		bg.Go(func() { w.elect(ctx, written) })
 	}
 	var prev *config.Config
@@ -144,9 +173,12 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 		}
 		var sum [sha256.Size]byte
 		h.Sum(sum[:0])
-		if first || sum != last {
+		// A load also follows the objects refs name (their address, or their coming).
+		if first || sum != last || w.refs.changed() {
 			first, last = false, sum
-			cfg, err := config.ReadDocuments(docs, append(slices.Clone(w.opts.Config), config.WithPrevious(prev))...)
+			w.refs.begin()
+			cfg, err := config.ReadDocuments(docs, append(slices.Clone(w.opts.Config),
+				config.WithPrevious(prev), config.WithRefResolver(w.refs.resolve))...)
 			if err != nil {
 				onError(err)
 			} else {
@@ -189,8 +221,13 @@ func (w *watcher) signal() {
 }
 
 // update signals a change unless only the status (or the resource version) changed:
-// Sluice's own status writes are no change of configuration.
-func (w *watcher) update(old, cur any) {
+// Sluice's own status writes are no change of configuration. A change of an object a
+// ref names (a Broker of another class) is one: its status.address.url may have changed.
+func (w *watcher) update(gk schema.GroupKind, old, cur any) {
+	if w.refs != nil && w.refs.asks(gk, cur) {
+		w.signal()
+		return
+	}
 	o, ok1 := old.(*unstructured.Unstructured)
 	c, ok2 := cur.(*unstructured.Unstructured)
 	if ok1 && ok2 && o.GetGeneration() == c.GetGeneration() && o.GetGeneration() != 0 &&
@@ -225,10 +262,22 @@ func (w *watcher) documents() ([]config.Document, map[string]int64) {
 	}
 	// Brokers of other classes are other controllers': neither they nor their Triggers
 	// are read. A Trigger whose Broker does not exist is read (not ready: no broker).
-	others := map[string]bool{} // "ns/name" of the Brokers of other classes
+	others := map[string]bool{}    // "ns/name" of the Brokers of other classes
+	var defaults map[string]string // config-br-defaults' data: the class of a Broker with none
+	for _, c := range objs["ConfigMap"] {
+		if c.GetNamespace() == systemNamespace && c.GetName() == "config-br-defaults" {
+			defaults, _, _ = unstructured.NestedStringMap(c.Object, "data")
+			if defaults == nil {
+				defaults = map[string]string{}
+			}
+		}
+	}
+	if _, err := config.BrokerDefaultClass(defaults, ""); err != nil {
+		w.opts.Logger.Warn("kubernetes: Brokers with no class annotation are of class "+DefaultBrokerClass, "err", err)
+	}
 	var brokers []*unstructured.Unstructured
 	for _, b := range objs["Broker"] {
-		if w.classes[brokerClass(b)] {
+		if w.classes[brokerClass(b, defaults)] {
 			brokers = append(brokers, b)
 		} else {
 			others[b.GetNamespace()+"/"+b.GetName()] = true
@@ -274,12 +323,15 @@ func documentName(r resource, o *unstructured.Unstructured) string {
 	return "kubernetes:" + res + "/" + o.GetNamespace() + "/" + o.GetName()
 }
 
-// brokerClass is the class of Broker b: its annotation, or DefaultBrokerClass.
-func brokerClass(b *unstructured.Unstructured) string {
+// brokerClass is the class of Broker b: its annotation, or the class defaults (the data
+// of config-br-defaults, nil if there is none) give its namespace, as the file mode reads
+// them; DefaultBrokerClass if they are invalid.
+func brokerClass(b *unstructured.Unstructured, defaults map[string]string) string {
 	if c := b.GetAnnotations()[AnnotationBrokerClass]; c != "" {
 		return c
 	}
-	return DefaultBrokerClass
+	c, _ := config.BrokerDefaultClass(defaults, b.GetNamespace())
+	return c
 }
 
 // namedConfigMaps returns the ConfigMaps of cms that the configuration reads: Knative's

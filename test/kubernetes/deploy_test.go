@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,6 +75,21 @@ func resourceOf(t *testing.T, u *unstructured.Unstructured) schema.GroupVersionR
 // under that identity, and the Lease is taken in Sluice's namespace.
 func TestDeployManifests(t *testing.T) {
 	kubetest.Need(t, srv)
+	_, sa := serveDeployed(t)
+	namespace(t, "hello")
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: default, namespace: hello, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	waitFor(t, brokers, "hello", "default", "ready (status written as "+sa+")", ready)
+	l, err := kubernetes.NewForConfigOrDie(srv.Config).CoordinationV1().Leases("sluice").Get(context.Background(), "sluice-status-writer", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		t.Errorf("the Lease sluice/sluice-status-writer: %v %+v", err, l)
+	}
+}
+
+// serveDeployed creates deploy/kubernetes/knative/ on the API server (unless a test did
+// already) and runs `sluice serve` with the Deployment's own arguments, and extra, as its
+// ServiceAccount; it returns the server and that account's user name.
+func serveDeployed(t *testing.T, extra ...string) (*sluicetest.Serve, string) {
+	t.Helper()
 	var dep *appsv1.Deployment
 	for _, u := range manifests(t) {
 		c := srv.Dynamic().Resource(resourceOf(t, u))
@@ -83,7 +99,7 @@ func TestDeployManifests(t *testing.T) {
 		} else {
 			_, err = c.Create(context.Background(), u, metav1.CreateOptions{FieldValidation: "Strict"})
 		}
-		if err != nil {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 		if u.GetKind() == "Deployment" {
@@ -115,13 +131,7 @@ func TestDeployManifests(t *testing.T) {
 	if c.Args[0] != "serve" {
 		t.Fatalf("container args %v: want serve first", c.Args)
 	}
-	s := sluicetest.Start(t, sluiceBin, hang, append(args, "--kubeconfig", kc, "--kubernetes-status-interval", "200ms")...)
+	s := sluicetest.Start(t, sluiceBin, hang, append(append(args, "--kubeconfig", kc, "--kubernetes-status-interval", "200ms"), extra...)...)
 	stopAtEnd(t, s)
-	namespace(t, "hello")
-	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: default, namespace: hello, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
-	waitFor(t, brokers, "hello", "default", "ready (status written as "+sa+")", ready)
-	l, err := kubernetes.NewForConfigOrDie(srv.Config).CoordinationV1().Leases(dep.Namespace).Get(context.Background(), "sluice-status-writer", metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-		t.Errorf("the Lease %s/sluice-status-writer: %v %+v", dep.Namespace, err, l)
-	}
+	return s, sa
 }
