@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
-	"github.com/sluice-broker/sluice/internal/httpserver"
 )
 
 // Handler returns the HTTP handler of the ingress and the health probes:
@@ -126,7 +125,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &he) {
 			status = he.Status
 		}
-		if errors.Is(err, httpserver.ErrBodyBudget) {
+		var sc statusCoder
+		if errors.As(err, &sc) && sc.StatusCode() == http.StatusServiceUnavailable {
 			// The server had no room for more of a body of unknown length.
 			status, reason = http.StatusServiceUnavailable, "unavailable"
 			w.Header().Set("Retry-After", "1")
@@ -284,3 +284,8 @@ func (s *Server) rejectShuttingDown(w http.ResponseWriter, b *Broker) {
 	w.Header().Set("Retry-After", "5")
 	http.Error(w, "shutting down", http.StatusServiceUnavailable)
 }
+
+// statusCoder is an error that names the status its request is answered with. The HTTP
+// server's in-flight body budget refusal is one (503, answered with Retry-After): a body
+// of unknown length that found no room for its next bytes within the read timeout.
+type statusCoder interface{ StatusCode() int }

@@ -332,7 +332,7 @@ func TestIngressAttributeLimit(t *testing.T) {
 }
 
 // budgetFull is a body of unknown length that the server's in-flight body budget cut
-// short (httpserver.ErrBodyBudget), after some bytes.
+// short (httpserver.ErrBodyBudget, known to broker only by its StatusCode), after some bytes.
 type budgetFull struct{ sent bool }
 
 func (b *budgetFull) Read(p []byte) (int, error) {

@@ -41,7 +41,7 @@ var rules = []struct {
 	{[]string{"internal/tracing"}, []string{"event"}},
 	{[]string{"ui"}, []string{"delivery", "internal/redact"}},
 	{[]string{"delivery"}, []string{"channel", "dlq", "event", "internal/cpubusy", "internal/httpascii", "internal/ratelog", "internal/redact", "internal/tracing"}},
-	{[]string{"broker"}, []string{"channel", "config", "delivery", "dlq", "event", "filter", "internal/httpserver", "internal/ratelog", "internal/redact", "internal/tracing"}},
+	{[]string{"broker"}, []string{"channel", "config", "delivery", "dlq", "event", "filter", "internal/ratelog", "internal/redact", "internal/tracing"}},
 	{[]string{"auth"}, []string{"broker", "config", "filter"}},
 	{[]string{"kube"}, []string{"config", "internal/kubetest", "internal/redact"}},
 	{[]string{"internal/httpserver"}, []string{"internal/cpubusy", "internal/httpascii", "internal/tlsfiles"}},

@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,8 +24,20 @@ import (
 
 // ErrBodyBudget is the error a body of unknown length returns from Read when the bytes
 // it asks for found no room in the in-flight body budget within the read timeout; a
-// handler answers it 503 with Retry-After.
-var ErrBodyBudget = errors.New("the server's in-flight body budget (--max-inflight-body-bytes) is full")
+// handler answers it 503 with Retry-After. Its StatusCode method returns 503, so a
+// handler recognises it with errors.As on an interface{ StatusCode() int } of its own,
+// without importing this package.
+var ErrBodyBudget error = bodyBudgetError{}
+
+// bodyBudgetError is ErrBodyBudget's type.
+type bodyBudgetError struct{}
+
+func (bodyBudgetError) Error() string {
+	return "the server's in-flight body budget (--max-inflight-body-bytes) is full"
+}
+
+// StatusCode is the status a handler answers the request with: 503.
+func (bodyBudgetError) StatusCode() int { return http.StatusServiceUnavailable }
 
 // bodyReadChunk caps the bytes one Read of a body of unknown length reserves (and so
 // reads) at once.

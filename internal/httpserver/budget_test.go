@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -223,4 +224,34 @@ func TestBodyBudgetHTTP2(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestErrBodyBudgetStatusCode: a handler recognises the budget's refusal, however
+// wrapped, by errors.As on an interface of its own (the broker does), and errors.Is
+// still finds it.
+func TestErrBodyBudgetStatusCode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"bare", ErrBodyBudget},
+		{"wrapped", fmt.Errorf("reading the body: %w", ErrBodyBudget)},
+		{"wrapped twice", fmt.Errorf("event: %w", fmt.Errorf("body: %w", ErrBodyBudget))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sc interface{ StatusCode() int }
+			if !errors.As(tc.err, &sc) {
+				t.Fatalf("errors.As(%v, StatusCode) = false", tc.err)
+			}
+			if got := sc.StatusCode(); got != http.StatusServiceUnavailable {
+				t.Errorf("StatusCode() = %d, want 503", got)
+			}
+			if !errors.Is(tc.err, ErrBodyBudget) {
+				t.Errorf("errors.Is(%v, ErrBodyBudget) = false", tc.err)
+			}
+			if want := "--max-inflight-body-bytes"; !strings.Contains(tc.err.Error(), want) {
+				t.Errorf("error %q does not name %s", tc.err, want)
+			}
+		})
+	}
 }
