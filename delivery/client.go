@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/sluice-broker/sluice/delivery/h1"
 )
 
 // ClientOption configures NewClient.
@@ -28,7 +30,7 @@ func WithDenyEgress(deny DenyList) ClientOption {
 // keeps up to 1024 idle keep-alive connections per host, opens at most
 // DefaultMaxConnsPerHost to one host (a request beyond waits for one to come free),
 // closes idle ones after DefaultIdleTimeout, and dials in at most 5 s with 30 s TCP
-// keep-alive. http:// subscribers are reached through h1Transport (HTTP/1.1: one
+// keep-alive. http:// subscribers are reached through h1.Transport (HTTP/1.1: one
 // request per connection at a time keeps head-of-line blocking out of per-attempt
 // timeouts), which writes each request in one system call and reads the response
 // without net/http's per-connection goroutines; https:// ones through net/http's
@@ -49,7 +51,8 @@ func NewClient(opts ...ClientOption) *http.Client {
 	t.WriteBufferSize = 16 << 10
 	t.ReadBufferSize = 8 << 10
 	return &http.Client{
-		Transport:     newH1Transport(*d, t, t.MaxIdleConnsPerHost, t.MaxConnsPerHost, t.IdleConnTimeout, cfg.deny),
+		Transport: &transport{Transport: h1.New(h1.Options{Dialer: *d, Fallback: t, MaxIdleConnsPerHost: t.MaxIdleConnsPerHost,
+			MaxConnsPerHost: t.MaxConnsPerHost, IdleTimeout: t.IdleConnTimeout}), deny: cfg.deny},
 		CheckRedirect: noRedirects,
 	}
 }

@@ -83,7 +83,7 @@ func (l DenyList) control(_, address string, _ syscall.RawConn) error {
 
 // denyListOf is the deny-list of c's transport when it is NewClient's, else none.
 func denyListOf(c *http.Client) DenyList {
-	if t, ok := c.Transport.(*h1Transport); ok {
+	if t, ok := c.Transport.(*transport); ok {
 		return t.deny
 	}
 	return nil

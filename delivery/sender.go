@@ -42,7 +42,7 @@ func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
 // request is a pooled outgoing request: the header map and body reader are reused once
 // the response body is closed, which net/http documents as the point after which a
 // request may be reused. The map is empty in the pool. Sluice's own transport
-// (h1Transport) writes the attempt's headers straight into the request's bytes and
+// (h1.Transport) writes the attempt's headers straight into the request's bytes and
 // leaves it empty.
 type request struct {
 	h    http.Header
@@ -219,8 +219,12 @@ func structuredBody(e *event.Event, toSubscriber bool, th *tracing.Headers) []by
 // other transports get head on req.Header and the request with a context bounded by dl.
 func roundTrip(ctx context.Context, c *http.Client, req *http.Request, head *attemptHead, dl time.Time) (*http.Response, error) {
 	direct := c.Jar == nil && c.Timeout == 0
-	if h1, ok := c.Transport.(*h1Transport); ok && direct && req.URL.Scheme == "http" {
-		return h1.roundTrip(ctx, req, head, dl)
+	if ut, ok := c.Transport.(untilRoundTripper); ok && direct && req.URL.Scheme == "http" {
+		var header func(yield func(name, value string))
+		if head != nil {
+			header = head.each
+		}
+		return ut.RoundTripUntil(ctx, req, header, dl)
 	}
 	if head != nil {
 		head.writeTo(req.Header)

@@ -113,8 +113,8 @@ func TestAttemptHeaders(t *testing.T) {
 			defer srv.Close()
 			u, _ := url.Parse(srv.URL + "/")
 			direct := NewClient()
-			if _, ok := direct.Transport.(*h1Transport); !ok {
-				t.Fatalf("NewClient's transport is %T, want *h1Transport", direct.Transport)
+			if _, ok := direct.Transport.(untilRoundTripper); !ok {
+				t.Fatalf("NewClient's transport %T takes no header apart from the request (RoundTripUntil)", direct.Transport)
 			}
 			viaMap := &http.Client{Transport: &http.Transport{}}
 			for _, c := range []*http.Client{direct, viaMap} {

@@ -18,7 +18,7 @@ import (
 // Connection: close. It is what makes the generator cheap enough to measure a fast
 // target on the same cores; https targets use net/http instead (stdSender).
 //
-// The broker's delivery transport (delivery/h1transport.go) is the other hand-written
+// The broker's delivery transport (package delivery/h1) is the other hand-written
 // HTTP/1.1 client in the repo, on purpose: it must build requests from *http.Request and
 // return a full *http.Response (Retry-After, a reply's headers and body), while this one
 // sends bytes assembled once per worker and never looks at a header it does not need.

@@ -1,4 +1,4 @@
-package delivery
+package h1
 
 import (
 	"errors"
@@ -6,23 +6,19 @@ import (
 	"io"
 )
 
-// Bounds on a subscriber's response head (status line and header fields, informational
-// responses included). net/http reads a header line of any length and any number of
-// fields: a subscriber answering with an endless header line would make the broker
-// buffer it all. A response over either bound is a failed attempt (retried, then
-// dead-lettered) whose error names the bound.
+// Bounds on a response head (status line and header fields, informational responses
+// included). net/http reads a header line of any length and any number of fields: a
+// server answering with an endless header line would make the client buffer it all. A
+// response over either bound fails the round trip with ErrResponseHeadTooLarge, whose
+// text names the bound.
 const (
-	// MaxResponseHeaderBytes bounds the bytes of a response head: 64 KiB, eight times
-	// the 8 KiB most servers and proxies (nginx, Envoy's default per header) allow
-	// themselves, and room for a binary-mode reply whose ce- headers carry a large event.
+	// MaxResponseHeaderBytes bounds the bytes of a response head: 64 KiB.
 	MaxResponseHeaderBytes = 64 << 10
-	// MaxResponseHeaderFields bounds the header fields of a response head: room for a
-	// binary-mode reply with the 400 attributes the ingress accepts and HTTP's own
-	// headers besides.
+	// MaxResponseHeaderFields bounds the header fields of a response head.
 	MaxResponseHeaderFields = 512
 )
 
-// ErrResponseHeadTooLarge is the error of an attempt whose response head passed
+// ErrResponseHeadTooLarge is the error of a round trip whose response head passed
 // MaxResponseHeaderBytes or MaxResponseHeaderFields.
 var ErrResponseHeadTooLarge = errors.New("the subscriber's response head is too large")
 

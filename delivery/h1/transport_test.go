@@ -1,4 +1,4 @@
-package delivery
+package h1
 
 import (
 	"bufio"
@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
-func newTestH1() *h1Transport {
-	return newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 64, time.Minute, nil)
+func newTestH1() *Transport {
+	return New(Options{Dialer: net.Dialer{Timeout: time.Second}, Fallback: http.DefaultTransport, MaxIdleConnsPerHost: 16, MaxConnsPerHost: 64, IdleTimeout: time.Minute})
 }
 
 func post(t *testing.T, rt http.RoundTripper, ctx context.Context, url string, body string, h http.Header) (*http.Response, string, error) {
@@ -186,14 +186,14 @@ func TestH1TransportRejectsHeaderInjection(t *testing.T) {
 func TestH1TransportHTTPSFallback(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) }))
 	defer srv.Close()
-	h1 := newH1Transport(net.Dialer{}, srv.Client().Transport, 4, 4, time.Minute, nil)
+	h1 := New(Options{Dialer: net.Dialer{}, Fallback: srv.Client().Transport, MaxIdleConnsPerHost: 4, MaxConnsPerHost: 4, IdleTimeout: time.Minute})
 	if resp, _, err := post(t, h1, context.Background(), srv.URL, "x", nil); err != nil || resp.StatusCode != 202 {
 		t.Fatalf("https through the fallback: %v %v", resp, err)
 	}
 }
 
 // BenchmarkTransport compares the delivery transport with net/http's on the same
-// loopback server, a 2 KiB POST and an empty 202 each: the reason h1Transport exists.
+// loopback server, a 2 KiB POST and an empty 202 each: the reason Transport exists.
 func BenchmarkTransport(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -201,11 +201,12 @@ func BenchmarkTransport(b *testing.B) {
 	}))
 	defer srv.Close()
 	body := bytes.Repeat([]byte("x"), 2048)
-	std := NewClient().Transport.(*h1Transport).fallback
+	std := http.DefaultTransport.(*http.Transport).Clone()
+	std.MaxIdleConnsPerHost = 64
 	for _, tt := range []struct {
 		name string
 		rt   http.RoundTripper
-	}{{"h1", NewClient().Transport}, {"net-http", std}} {
+	}{{"h1", New(Options{Fallback: std, MaxIdleConnsPerHost: 64, MaxConnsPerHost: 256, IdleTimeout: time.Minute})}, {"net-http", std}} {
 		b.Run(tt.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -312,7 +313,7 @@ func TestH1TransportCapsConnectionsPerHost(t *testing.T) {
 	conns := countConns(srv)
 	srv.Start()
 	defer srv.Close()
-	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 2, time.Minute, nil)
+	h1 := New(Options{Dialer: net.Dialer{Timeout: time.Second}, Fallback: http.DefaultTransport, MaxIdleConnsPerHost: 16, MaxConnsPerHost: 2, IdleTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errs := make(chan error, 8)
@@ -353,7 +354,7 @@ func TestH1TransportCapsConnectionsPerHost(t *testing.T) {
 }
 
 // idleCount is the number of idle connections the transport keeps.
-func idleCount(t *h1Transport) int {
+func idleCount(t *Transport) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -363,7 +364,7 @@ func idleCount(t *h1Transport) int {
 	return n
 }
 
-func janitorRuns(t *h1Transport) bool {
+func janitorRuns(t *Transport) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.janitor
@@ -374,7 +375,7 @@ func janitorRuns(t *h1Transport) bool {
 func TestH1TransportIdleConnections(t *testing.T) {
 	a, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
 	b, _ := rawServer(t, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-	h1 := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 16, 200*time.Millisecond, nil)
+	h1 := New(Options{Dialer: net.Dialer{Timeout: time.Second}, Fallback: http.DefaultTransport, MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16, IdleTimeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	for _, u := range []string{a, b} {
 		if _, _, err := post(t, h1, ctx, u, "x", nil); err != nil {
@@ -398,7 +399,7 @@ func TestH1TransportIdleConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	CloseIdleTo(&http.Client{Transport: h1}, a+"some/path")
+	h1.CloseIdleTo(a + "some/path")
 	if n := idleCount(h1); n != 1 {
 		t.Fatalf("after CloseIdleTo(a): %d idle, want b's 1", n)
 	}
@@ -428,11 +429,11 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(hold)
-	capped := newH1Transport(net.Dialer{Timeout: time.Second}, http.DefaultTransport, 16, 1, time.Minute, nil)
-	attempt := func(h1 *h1Transport) (time.Duration, error) {
+	capped := New(Options{Dialer: net.Dialer{Timeout: time.Second}, Fallback: http.DefaultTransport, MaxIdleConnsPerHost: 16, MaxConnsPerHost: 1, IdleTimeout: time.Minute})
+	attempt := func(h1 *Transport) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
 		start := time.Now()
-		resp, err := h1.roundTrip(context.Background(), req, nil, start.Add(100*time.Millisecond))
+		resp, err := h1.RoundTripUntil(context.Background(), req, nil, start.Add(100*time.Millisecond))
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -441,14 +442,14 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 	// The only connection capped allows is held by a request that never gets an answer.
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, slow.URL, strings.NewReader("x"))
-		if resp, err := capped.roundTrip(context.Background(), req, nil, time.Now().Add(10*time.Second)); err == nil {
+		if resp, err := capped.RoundTripUntil(context.Background(), req, nil, time.Now().Add(10*time.Second)); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	sluicetest.Eventually(t, 5*time.Second, "the held connection", func() bool { return openCount(capped) == 1 })
 	for _, c := range []struct {
 		name string
-		h1   *h1Transport
+		h1   *Transport
 	}{
 		{"waiting for a free connection", capped},
 		{"waiting for the response", newTestH1()}, // room to dial: the wait is for the slow server
@@ -462,7 +463,7 @@ func TestH1TransportDeadlineWithoutContext(t *testing.T) {
 }
 
 // openCount is the number of connections the transport has open or is dialing.
-func openCount(t *h1Transport) int {
+func openCount(t *Transport) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0

@@ -1,4 +1,4 @@
-package delivery
+package h1
 
 import (
 	"bufio"

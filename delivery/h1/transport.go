@@ -1,4 +1,4 @@
-package delivery
+package h1
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-broker/sluice/internal/httpascii"
 )
 
-// h1Transport is the http.RoundTripper deliveries use for http:// subscribers: a
+// Transport is the http.RoundTripper Sluice's deliveries use for http:// subscribers: a
 // keep-alive HTTP/1.1 client that writes each request in one system call and reads the
 // response on the caller's goroutine with http.ReadResponse. net/http's Transport hands
 // every request to a per-connection writer goroutine and every response back from a
@@ -45,13 +45,12 @@ import (
 // measures. One shared parser would make the generator pay for headers it never reads.
 //
 // Safe for concurrent use.
-type h1Transport struct {
+type Transport struct {
 	dialer      net.Dialer
 	fallback    http.RoundTripper
 	maxIdle     int
 	maxConns    int
 	idleTimeout time.Duration
-	deny        DenyList // the dialer's (WithDenyEgress), for the clients of CACerts
 
 	mu      sync.Mutex
 	hosts   map[string]*h1Host // host:port → its connections
@@ -60,7 +59,7 @@ type h1Transport struct {
 	bufs    sync.Pool          // *[]byte request buffers
 }
 
-// h1Host is the connection pool of one host:port. Guarded by h1Transport.mu.
+// h1Host is the connection pool of one host:port. Guarded by Transport.mu.
 type h1Host struct {
 	idle []*h1Conn     // most recent last
 	open int           // connections open: idle, in use or being dialed
@@ -117,19 +116,24 @@ func (pc *h1Conn) close() {
 	pc.c.Close()
 }
 
-// Defaults of the delivery client's connection pool.
-const (
-	// DefaultMaxConnsPerHost bounds the connections open to one subscriber host:port,
-	// shared by every trigger delivering there: four triggers at the default in-flight
-	// limit.
-	DefaultMaxConnsPerHost = 4 * DefaultMaxInFlight
-	// DefaultIdleTimeout is how long an unused keep-alive connection is kept, as in
-	// net/http.
-	DefaultIdleTimeout = 90 * time.Second
-)
+// Options configure a Transport.
+type Options struct {
+	// Dialer dials the connections of http:// requests; its Deadline is set per request.
+	Dialer net.Dialer
+	// Fallback carries every request whose scheme is not http (https).
+	Fallback http.RoundTripper
+	// MaxIdleConnsPerHost bounds the idle connections kept to one host:port.
+	MaxIdleConnsPerHost int
+	// MaxConnsPerHost bounds the connections open to one host:port, idle or in use; a
+	// request beyond it waits for one to come free.
+	MaxConnsPerHost int
+	// IdleTimeout is how long an unused connection is kept.
+	IdleTimeout time.Duration
+}
 
-func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxConns int, idleTimeout time.Duration, deny DenyList) *h1Transport {
-	t := &h1Transport{dialer: dialer, fallback: fallback, maxIdle: maxIdle, maxConns: maxConns, idleTimeout: idleTimeout, deny: deny,
+// New returns a Transport configured by o.
+func New(o Options) *Transport {
+	t := &Transport{dialer: o.Dialer, fallback: o.Fallback, maxIdle: o.MaxIdleConnsPerHost, maxConns: o.MaxConnsPerHost, idleTimeout: o.IdleTimeout,
 		hosts: make(map[string]*h1Host), kick: make(chan struct{}, 1)}
 	t.bufs.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return t
@@ -137,23 +141,24 @@ func newH1Transport(dialer net.Dialer, fallback http.RoundTripper, maxIdle, maxC
 
 // RoundTrip implements http.RoundTripper: the request's context bounds it and its
 // deadline, if any, is the connection's.
-func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
 		return t.fallback.RoundTrip(req)
 	}
 	dl, _ := req.Context().Deadline()
-	return t.roundTrip(req.Context(), req, nil, dl)
+	return t.RoundTripUntil(req.Context(), req, nil, dl)
 }
 
-// roundTrip sends req (an http:// request, whose own context is not looked at) and reads
-// the response head, until ctx ends or dl (if not zero) passes: dl is the connection's
-// deadline, so a delivery attempt needs no context of its own (send). The request's
-// headers are head's when head is not nil (a delivery attempt: req.Header is not read),
-// req.Header's otherwise.
-func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, head *attemptHead, dl time.Time) (*http.Response, error) {
+// RoundTripUntil sends req, an http:// request whose own context is not looked at, and
+// reads the response head, until ctx ends or dl (if not zero) passes: dl is the
+// connection's deadline, so a caller needs no context or timer of its own per request.
+// When header is not nil the request's header fields are those it yields (each name
+// once) and req.Header is not read; otherwise they are req.Header's. Host,
+// Content-Length and User-Agent are the transport's own.
+func (t *Transport) RoundTripUntil(ctx context.Context, req *http.Request, header func(yield func(name, value string)), dl time.Time) (*http.Response, error) {
 	host := hostPort(req.URL)
 	bp := t.bufs.Get().(*[]byte)
-	buf, err := appendRequest((*bp)[:0], req, head)
+	buf, err := appendRequest((*bp)[:0], req, header)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +188,7 @@ func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, head *at
 // exchange writes the request and reads the response head on pc, with dl (zero: none)
 // as the connection's deadline. sentNothing reports a failure before any byte of
 // response arrived.
-func (t *h1Transport) exchange(ctx context.Context, dl time.Time, req *http.Request, pc *h1Conn, buf []byte) (resp *http.Response, sentNothing bool, err error) {
+func (t *Transport) exchange(ctx context.Context, dl time.Time, req *http.Request, pc *h1Conn, buf []byte) (resp *http.Response, sentNothing bool, err error) {
 	// Cancellation (shutdown) interrupts the I/O through the deadline: once ctx has
 	// ended, the deadline set here is moved to the past.
 	pc.watch(ctx)
@@ -265,7 +270,7 @@ func ctxErr(ctx context.Context, dl time.Time, err error) error {
 
 // get returns an idle connection to host, or dials one if fewer than maxConns are open,
 // or waits for one to come free until ctx ends or dl (if not zero) passes.
-func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h1Conn, reused bool, err error) {
+func (t *Transport) get(ctx context.Context, host string, dl time.Time) (pc *h1Conn, reused bool, err error) {
 	var expired <-chan time.Time // made on the first wait only
 	for {
 		t.mu.Lock()
@@ -321,7 +326,7 @@ func (t *h1Transport) get(ctx context.Context, host string, dl time.Time) (pc *h
 
 // passOn wakes another waiter if the host still has an idle connection or room to dial;
 // called with t.mu held after a waiter took what woke it.
-func (t *h1Transport) passOn(h *h1Host) {
+func (t *Transport) passOn(h *h1Host) {
 	if len(h.idle) > 0 || h.open < t.maxConns {
 		signal(h.free)
 	}
@@ -335,13 +340,13 @@ func signal(c chan struct{}) {
 }
 
 // close closes pc and frees its place in its host's pool.
-func (t *h1Transport) close(pc *h1Conn) {
+func (t *Transport) close(pc *h1Conn) {
 	pc.close()
 	t.release(pc.host)
 }
 
 // release frees one connection's place in host's pool.
-func (t *h1Transport) release(host string) {
+func (t *Transport) release(host string) {
 	t.mu.Lock()
 	if h := t.hosts[host]; h != nil {
 		h.open--
@@ -353,14 +358,14 @@ func (t *h1Transport) release(host string) {
 
 // forgetIfEmpty drops an unused host's pool, so that a subscriber that went away costs
 // nothing; called with t.mu held.
-func (t *h1Transport) forgetIfEmpty(host string, h *h1Host) {
+func (t *Transport) forgetIfEmpty(host string, h *h1Host) {
 	if h.open == 0 && len(h.idle) == 0 && len(h.free) == 0 {
 		delete(t.hosts, host)
 	}
 }
 
 // put returns pc to the idle pool, or closes it when the pool is full.
-func (t *h1Transport) put(pc *h1Conn) {
+func (t *Transport) put(pc *h1Conn) {
 	pc.lastUsed = time.Now()
 	t.mu.Lock()
 	h := t.hosts[pc.host]
@@ -377,7 +382,7 @@ func (t *h1Transport) put(pc *h1Conn) {
 
 // startJanitor starts the goroutine that closes expired idle connections, unless it
 // runs; called with t.mu held. It exits by itself when no idle connection is left.
-func (t *h1Transport) startJanitor() {
+func (t *Transport) startJanitor() {
 	if t.janitor {
 		return
 	}
@@ -387,7 +392,7 @@ func (t *h1Transport) startJanitor() {
 
 // sweep closes idle connections unused for idleTimeout, every idleTimeout/2 or when
 // kicked, until none is left.
-func (t *h1Transport) sweep() {
+func (t *Transport) sweep() {
 	tick := time.NewTicker(max(t.idleTimeout/2, time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -431,7 +436,7 @@ func (t *h1Transport) sweep() {
 }
 
 // closeIdle closes the idle connections of the hosts keep selects.
-func (t *h1Transport) closeIdle(match func(host string) bool) {
+func (t *Transport) closeIdle(match func(host string) bool) {
 	var idle []*h1Conn
 	t.mu.Lock()
 	for host, h := range t.hosts {
@@ -453,23 +458,17 @@ func (t *h1Transport) closeIdle(match func(host string) bool) {
 }
 
 // CloseIdleConnections closes the idle connections (http.Client calls it by name).
-func (t *h1Transport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.closeIdle(func(string) bool { return true })
 	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
 
-// CloseIdleTo closes c's idle connections to rawURL's host and port: the broker calls it
-// when a trigger is retired, so that a subscriber nobody delivers to any more holds no
-// connection until the idle timeout. With a client whose transport is not Sluice's
-// delivery transport it closes all of c's idle connections instead.
-func CloseIdleTo(c *http.Client, rawURL string) {
-	t, ok := c.Transport.(*h1Transport)
-	if !ok {
-		c.CloseIdleConnections()
-		return
-	}
+// CloseIdleTo closes the idle connections to rawURL's host and port (for an https URL,
+// the fallback's idle connections): a caller that will send there no more holds no
+// connection until the idle timeout.
+func (t *Transport) CloseIdleTo(rawURL string) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return
@@ -495,7 +494,7 @@ func hostPort(u *url.URL) string {
 // h1Body is a response body that gives its connection back when read to EOF and closed.
 type h1Body struct {
 	rc   io.ReadCloser
-	t    *h1Transport
+	t    *Transport
 	pc   *h1Conn
 	keep bool // the connection may be reused after this response
 	eof  bool
@@ -531,9 +530,9 @@ const maxPooledRequest = 64 << 10
 var errBadRequest = errors.New("delivery: request cannot be sent over HTTP/1.1")
 
 // appendRequest writes req's request line, headers and body into dst: the headers are
-// head's fields when head is not nil, req.Header's otherwise. Bodies are expected small
-// (events): the whole request goes out in one write.
-func appendRequest(dst []byte, req *http.Request, head *attemptHead) ([]byte, error) {
+// those header yields when it is not nil, req.Header's otherwise. Bodies are expected
+// small (events): the whole request goes out in one write.
+func appendRequest(dst []byte, req *http.Request, header func(yield func(name, value string))) ([]byte, error) {
 	if req.ContentLength < 0 {
 		return nil, fmt.Errorf("%w: unknown content length", errBadRequest)
 	}
@@ -566,8 +565,8 @@ func appendRequest(dst []byte, req *http.Request, head *attemptHead) ([]byte, er
 			dst = append(dst, "\r\n"...)
 		}
 	}
-	if head != nil {
-		head.each(line)
+	if header != nil {
+		header(line)
 	} else {
 		for k, vs := range req.Header {
 			for _, v := range vs {
