@@ -157,17 +157,18 @@ secure-bench: build
 unit:
 	$(GO) test -count=1 ./...
 
-# fuzz runs each fuzz target for FUZZTIME; new interesting inputs land in the fuzz cache
-# (copy them to the package's testdata/fuzz/<Target> to keep them). Every target's
-# committed corpus also runs as plain tests in make test.
+# fuzz runs every fuzz target of the module (found by `go test -list`) for FUZZTIME; new
+# interesting inputs land in the fuzz cache (copy them to the package's
+# testdata/fuzz/<Target> to keep them). Every target's committed corpus also runs as plain
+# tests in make test. FUZZ=FuzzParse narrows it to targets of that name.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := FuzzParse:./event FuzzRead:./config FuzzCompileCESQL:./filter \
-	FuzzDecodeRecord:./channel/kafka FuzzDecodeStored:./channel/jetstream FuzzDecodeFrame:./channel/kinesis \
-	FuzzDecodeDLQEntry:./channel/jetstream FuzzDecodeDelivery:./channel/rabbitmq FuzzDecodeDLQRecord:./channel/kafka
+FUZZ ?= ^Fuzz
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
-		$(GO) test -run XX -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t#*:}; \
+	@set -e; for pkg in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+		for t in $$($(GO) test -list "$(FUZZ)" ./$$pkg | grep '^Fuzz'); do \
+			echo "== $$t (./$$pkg, $(FUZZTIME))"; \
+			$(GO) test -run XX -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./$$pkg; \
+		done; \
 	done
 
 clean:
