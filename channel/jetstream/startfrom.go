@@ -376,6 +376,7 @@ func (c *Channel) keepRemoved(ctx context.Context, name string) error {
 		cfg.Metadata = maps.Clone(cfg.Metadata)
 		cfg.Metadata[metaRemovedSeq] = strconv.FormatUint(last, 10)
 		cfg.Metadata[metaRemovedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+		cfg.InactiveThreshold = 0 // kept for the retention: sweepRemoved deletes it, with its events
 		_, err = c.js.UpdateConsumer(ctx, c.stream, cfg)
 	}
 	if err != nil {

@@ -257,3 +257,65 @@ func BenchmarkCatchUp(b *testing.B) {
 		_ = m.Ack()
 	}
 }
+
+// TestRemovedSharedKeptForRetention: on a channel with an archive, a subscription two
+// replicas consume, removed from both, is kept for the retention, not only the inactive
+// threshold of a subscription kept for other replicas: re-created at latest, it gets the
+// events stored while it was gone.
+func TestRemovedSharedKeptForRetention(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	const threshold = time.Second
+	a := newChannel(t, nc, "ns/shared-removed", WithRetention(24*time.Hour), withInactiveThreshold(threshold))
+	b := newChannel(t, nc, "ns/shared-removed", WithRetention(24*time.Hour), withInactiveThreshold(threshold))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	all := func(channel.Stored) bool { return true }
+	ka, err := a.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := b.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both replicas pull: wait until the server sees a pull request of each.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		jc, err := b.js.Consumer(ctx, b.stream, b.durable("t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jc.CachedInfo().NumWaiting >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pull requests of both replicas seen")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.Remove(ctx, "t"); err != nil { // b still pulls: kept for it
+		t.Fatal(err)
+	}
+	_ = ka.Close()
+	_ = kb.Close()
+	if err := b.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := a.js.Consumer(ctx, a.stream, a.durable("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := jc.CachedInfo().Config; cfg.InactiveThreshold != 0 || cfg.Metadata[metaRemovedSeq] == "" {
+		t.Errorf("removed consumer: inactive threshold %v, removed mark %q; want 0 and a mark", cfg.InactiveThreshold, cfg.Metadata[metaRemovedSeq])
+	}
+	channeltest.Publish(t, a, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: "gone", Source: "/s", Type: "t"})
+	time.Sleep(4 * threshold) // past the threshold: a consumer with one is deleted by now
+	k, err := a.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if id := channeltest.ReceiveN(t, k, 1, 30*time.Second)[0].Event().ID; id != "gone" {
+		t.Fatalf("re-created subscription got %s, want gone", id)
+	}
+}
