@@ -208,7 +208,9 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, mat
 }
 
 // copyPage copies the next page (archivePage messages at most) of the catch-up, records
-// the position after it, and reports whether the bound was reached.
+// the position after it, and reports whether the bound was reached. A fetch that brings
+// nothing ends the catch-up only if the archive no longer holds any message up to the
+// bound (the rest aged out); otherwise it is an error, and catchUp tries again.
 func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consumer, cu *catchUpState, match func(channel.Stored) bool) (bool, error) {
 	b, err := oc.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
 	if err != nil {
@@ -265,7 +267,17 @@ func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consum
 		}
 	}
 	if n == 0 {
-		done = true // nothing more up to the bound: the rest aged out of the archive
+		// Nothing came: the rest aged out of the archive, or the server was slow to
+		// send it (then catchUp fetches again, through a new consumer).
+		s, err := c.js.Stream(ctx, c.archive)
+		if err != nil {
+			return false, fmt.Errorf("archive stream: %w", err)
+		}
+		if st := s.CachedInfo().State; st.Msgs > 0 && st.FirstSeq <= cu.bound {
+			return false, fmt.Errorf("archive fetch brought nothing within %v, though the archive still holds messages from %d and the catch-up copies up to %d: %w",
+				archiveIdle, max(st.FirstSeq, cu.next), cu.bound, nats.ErrTimeout)
+		}
+		done = true // the rest aged out
 	}
 	if next != cu.next && !done {
 		cu.next = next

@@ -319,3 +319,53 @@ func TestRemovedSharedKeptForRetention(t *testing.T) {
 		t.Fatalf("re-created subscription got %s, want gone", id)
 	}
 }
+
+// TestCopyPageEmptyFetch: a fetch of a catch-up that brings nothing ends it only when
+// the rest of the archive up to its bound is gone; while it is still stored, the page
+// fails (and is tried again) rather than ending the catch-up early.
+func TestCopyPageEmptyFetch(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	for _, tt := range []struct {
+		name     string
+		purge    bool // the archive's messages aged out
+		wantDone bool
+	}{
+		{"rest still stored", false, false},
+		{"rest aged out", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChannel(t, nc, "ns/empty-fetch-"+strings.ReplaceAll(tt.name, " ", "-"), WithRetention(time.Hour))
+			ctx := channeltest.Ctx(t, 60*time.Second)
+			for i := range 3 {
+				channeltest.Publish(t, c, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: fmt.Sprintf("e%02d", i), Source: "/s", Type: "t"})
+			}
+			last, err := c.archiveLast(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.purge {
+				s, err := c.js.Stream(ctx, c.archive)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Purge(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A fetch that brings nothing: the archive's consumer starts past its end.
+			cu := catchUpState{id: "x", from: "earliest", next: 1, bound: last}
+			oc, err := c.archiveFrom(ctx, catchUpState{from: "earliest", next: last + 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := c.copyPage(ctx, "t", oc, &cu, func(channel.Stored) bool { return true })
+			if done != tt.wantDone || (err == nil) != tt.wantDone {
+				t.Fatalf("copyPage: done %v, err %v; want done %v", done, err, tt.wantDone)
+			}
+			if cu.next != 1 {
+				t.Errorf("catch-up position moved to %d by an empty fetch", cu.next)
+			}
+		})
+	}
+}
