@@ -212,7 +212,7 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, mat
 // nothing ends the catch-up only if the archive no longer holds any message up to the
 // bound (the rest aged out); otherwise it is an error, and catchUp tries again.
 func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consumer, cu *catchUpState, match func(channel.Stored) bool) (bool, error) {
-	b, err := oc.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
+	b, err := c.archiveFetch(oc)
 	if err != nil {
 		return false, fmt.Errorf("archive fetch: %w", err)
 	}
