@@ -23,8 +23,13 @@ import (
 // too (past it, its oldest messages go first).
 const (
 	headerRoutes = "Sluice-Sub"
-	// archivePage bounds the archived messages one fetch of a replay holds.
+	// archivePage bounds the archived messages one fetch of a replay or a catch-up holds.
 	archivePage = 256
+	// archiveFetchBytes bounds the bytes one fetch of a replay or a catch-up holds (the
+	// server's largest message plus archiveFetchSlack when that is more).
+	archiveFetchBytes = 8 << 20
+	// archiveFetchSlack is room for a message's subject and headers beside its payload.
+	archiveFetchSlack = 64 << 10
 	// archiveIdle is how long one fetch of a replay waits for the archive's next
 	// message. A fetch that brings none before the replay reached the archive's last
 	// message as of its start ends the replay only if that message is gone (MaxAge or
@@ -117,7 +122,7 @@ func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[chan
 		var read uint64 // stream sequence of the last message read
 		empty := 0      // fetches in a row that brought nothing
 		for {
-			b, err := cons.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
+			b, err := c.archiveFetch(cons)
 			if err != nil {
 				fail("fetch", err)
 				return
@@ -176,4 +181,16 @@ func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[chan
 			}
 		}
 	}
+}
+
+// archiveFetch fetches the next page of an archive's consumer: archivePage messages at
+// most, within archiveFetchBytes (or, when larger, the server's largest message plus
+// archiveFetchSlack, so that any stored message fits), waiting archiveIdle at most.
+func (c *Channel) archiveFetch(oc jetstream.Consumer) (jetstream.MessageBatch, error) {
+	return oc.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle), jetstream.FetchMaxBytes(c.archiveFetchLimit()))
+}
+
+// archiveFetchLimit is the byte bound of archiveFetch.
+func (c *Channel) archiveFetchLimit() int {
+	return int(max(archiveFetchBytes, c.nc.MaxPayload()+archiveFetchSlack))
 }

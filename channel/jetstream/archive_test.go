@@ -83,3 +83,49 @@ func TestArchiveReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestArchiveFetchBytes: one fetch of the archive (replay, catch-up) holds at most
+// archiveFetchBytes, however many messages a page allows; a replay still yields every
+// event, the largest the server takes included.
+func TestArchiveFetchBytes(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	c := newChannel(t, nc, "ns/fetch-bytes", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	from := time.Now()
+	const n, size = 160, 64 << 10 // 10 MiB in all, more than one fetch may hold
+	for i := 0; i < n; i += 20 {
+		envs := make([]channel.Envelope, 0, 20)
+		for j := i; j < i+20; j++ {
+			envs = append(envs, channel.Envelope{Event: testEvent(j, make([]byte, size)), Subscriptions: []string{"other"}})
+		}
+		publish(t, c, envs...)
+	}
+	publish(t, c, channel.Envelope{Event: testEvent(n, make([]byte, nc.MaxPayload()-4<<10)), Subscriptions: []string{"other"}})
+	oc, err := c.archiveFrom(ctx, catchUpState{from: "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.archiveFetch(oc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, bytes := 0, 0
+	for m := range b.Messages() {
+		got++
+		bytes += len(m.Data())
+	}
+	if limit := c.archiveFetchLimit(); got == 0 || bytes > limit {
+		t.Errorf("one fetch held %d messages, %d bytes; want at least 1, at most %d bytes", got, bytes, limit)
+	}
+	replayed := 0
+	for _, err := range c.Replay(ctx, from, time.Now().Add(time.Hour)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed++
+	}
+	if replayed != n+1 {
+		t.Errorf("replay yielded %d events, want %d", replayed, n+1)
+	}
+}

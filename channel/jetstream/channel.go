@@ -218,13 +218,14 @@ func (c *Channel) openConsumers() []*Consumer {
 // second while messages are pending): a trigger removed from one replica's configuration
 // but still in another's keeps its events. A replica that issued no pull request during
 // that second (every one of its in-flight slots held by a stalled subscriber) is not
-// seen; it re-creates the consumer, without the purged events. The consumer is then left to the replicas that have it,
-// with an inactive threshold of InactiveThreshold: the server deletes it once no replica
-// has pulled from it for that long (its events stay in the stream, and a replica that
-// opens the subscription again gets them). With an archive (WithRetention) the consumer
-// and its events are kept in either case, marked removed, for a subscription re-created
+// seen; it re-creates the consumer, without the purged events. Without an archive the
+// consumer is then left to the replicas that have it, with an inactive threshold of
+// InactiveThreshold: the server deletes it once no replica has pulled from it for that
+// long (its events stay in the stream, and a replica that opens the subscription again
+// gets them). With an archive (WithRetention) the consumer and its events are kept in
+// either case, with no inactive threshold, marked removed, for a subscription re-created
 // with the name to resume (ConsumeFrom); one neither re-created nor pulled from within
-// the retention is deleted then.
+// the retention is deleted then, with its events.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	if c.closed.Load() {
 		return channel.ErrClosed
@@ -264,11 +265,13 @@ func (c *Channel) deleteSubscription(ctx context.Context, name string) error {
 }
 
 // InactiveThreshold is how long a subscription's durable consumer, kept by Remove
-// because another replica still used it, outlives the last pull of any replica.
+// because another replica still used it, outlives the last pull of any replica, on a
+// channel without an archive (with one, it is kept for the retention).
 const InactiveThreshold = time.Hour
 
 // keepShared reports whether another replica still consumes the subscription called
-// name; if so it sets the consumer's inactive threshold and logs that it was kept.
+// name; if so it logs that it was kept and, without an archive, sets the consumer's
+// inactive threshold.
 func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
 	// Another replica consuming the subscription has a pull request waiting at the
 	// server, or issues one soon after each batch. Messages still pending tell nothing:
@@ -297,14 +300,24 @@ func (c *Channel) keepShared(ctx context.Context, name string) (bool, error) {
 			return false, fmt.Errorf("jetstream: remove subscription %q of broker %q: %w", name, c.brokerKey, unavailable(ctx.Err()))
 		}
 	}
-	cfg := c.consumerConfig(name)
-	cfg.InactiveThreshold = InactiveThreshold
+	if c.archive != "" {
+		// keepRemoved keeps it for the retention, with no inactive threshold: the
+		// server would delete it, and strand its events in the stream, before then.
+		c.log.Info("jetstream: subscription removed here but kept: other replicas still consume it",
+			"subscription", name, "consumer", c.durable(name), "waiting_pulls", info.NumWaiting,
+			"ack_pending", info.NumAckPending)
+		return true, nil
+	}
+	// The consumer's own configuration, so that nothing another replica recorded in
+	// it is lost.
+	cfg := info.Config
+	cfg.InactiveThreshold = c.cfg.inactive
 	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
 		return true, fmt.Errorf("jetstream: keep subscription %q of broker %q for its other replicas: %w", name, c.brokerKey, unavailable(err))
 	}
 	c.log.Info("jetstream: subscription removed here but kept: other replicas still consume it",
 		"subscription", name, "consumer", c.durable(name), "waiting_pulls", info.NumWaiting,
-		"ack_pending", info.NumAckPending, "inactive_threshold", InactiveThreshold)
+		"ack_pending", info.NumAckPending, "inactive_threshold", c.cfg.inactive)
 	return true, nil
 }
 

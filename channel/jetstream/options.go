@@ -43,6 +43,9 @@ type config struct {
 	ackWait    time.Duration
 	fetchBatch int
 	retention  time.Duration // the archive's MaxAge; 0: no archive (archive.go)
+	// inactive is the inactive threshold Remove gives a consumer it keeps for other
+	// replicas on a channel without an archive (InactiveThreshold).
+	inactive   time.Duration
 	logger     *slog.Logger
 	registerer prometheus.Registerer
 	// diskFull, when set, reports that the disk under the embedded server's data
@@ -56,6 +59,7 @@ func defaultConfig() config {
 		replicas:   1,
 		ackWait:    DefaultAckWait,
 		fetchBatch: DefaultFetchBatch,
+		inactive:   InactiveThreshold,
 		logger:     slog.New(slog.DiscardHandler),
 	}
 }
@@ -81,6 +85,10 @@ func (c *config) validate() error {
 // withDiskFull makes Publish fail at once, with the reason, while full reports true:
 // the Backend sets it for a channel on its embedded server (Embedded.DiskFull).
 func withDiskFull(full func() bool) Option { return func(c *config) { c.diskFull = full } }
+
+// withInactiveThreshold sets the inactive threshold Remove gives a consumer it keeps
+// for other replicas (default InactiveThreshold).
+func withInactiveThreshold(d time.Duration) Option { return func(c *config) { c.inactive = d } }
 
 // WithMaxBytes limits the bytes the broker's stream may hold (events not yet settled by
 // every subscription they were routed to). When the limit is reached Publish returns an

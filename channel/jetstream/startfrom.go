@@ -208,9 +208,11 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, mat
 }
 
 // copyPage copies the next page (archivePage messages at most) of the catch-up, records
-// the position after it, and reports whether the bound was reached.
+// the position after it, and reports whether the bound was reached. A fetch that brings
+// nothing ends the catch-up only if the archive no longer holds any message up to the
+// bound (the rest aged out); otherwise it is an error, and catchUp tries again.
 func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consumer, cu *catchUpState, match func(channel.Stored) bool) (bool, error) {
-	b, err := oc.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
+	b, err := c.archiveFetch(oc)
 	if err != nil {
 		return false, fmt.Errorf("archive fetch: %w", err)
 	}
@@ -265,7 +267,17 @@ func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consum
 		}
 	}
 	if n == 0 {
-		done = true // nothing more up to the bound: the rest aged out of the archive
+		// Nothing came: the rest aged out of the archive, or the server was slow to
+		// send it (then catchUp fetches again, through a new consumer).
+		s, err := c.js.Stream(ctx, c.archive)
+		if err != nil {
+			return false, fmt.Errorf("archive stream: %w", err)
+		}
+		if st := s.CachedInfo().State; st.Msgs > 0 && st.FirstSeq <= cu.bound {
+			return false, fmt.Errorf("archive fetch brought nothing within %v, though the archive still holds messages from %d and the catch-up copies up to %d: %w",
+				archiveIdle, max(st.FirstSeq, cu.next), cu.bound, nats.ErrTimeout)
+		}
+		done = true // the rest aged out
 	}
 	if next != cu.next && !done {
 		cu.next = next
@@ -376,6 +388,7 @@ func (c *Channel) keepRemoved(ctx context.Context, name string) error {
 		cfg.Metadata = maps.Clone(cfg.Metadata)
 		cfg.Metadata[metaRemovedSeq] = strconv.FormatUint(last, 10)
 		cfg.Metadata[metaRemovedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+		cfg.InactiveThreshold = 0 // kept for the retention: sweepRemoved deletes it, with its events
 		_, err = c.js.UpdateConsumer(ctx, c.stream, cfg)
 	}
 	if err != nil {

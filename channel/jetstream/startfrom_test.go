@@ -257,3 +257,115 @@ func BenchmarkCatchUp(b *testing.B) {
 		_ = m.Ack()
 	}
 }
+
+// TestRemovedSharedKeptForRetention: on a channel with an archive, a subscription two
+// replicas consume, removed from both, is kept for the retention, not only the inactive
+// threshold of a subscription kept for other replicas: re-created at latest, it gets the
+// events stored while it was gone.
+func TestRemovedSharedKeptForRetention(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	const threshold = time.Second
+	a := newChannel(t, nc, "ns/shared-removed", WithRetention(24*time.Hour), withInactiveThreshold(threshold))
+	b := newChannel(t, nc, "ns/shared-removed", WithRetention(24*time.Hour), withInactiveThreshold(threshold))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	all := func(channel.Stored) bool { return true }
+	ka, err := a.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := b.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both replicas pull: wait until the server sees a pull request of each.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		jc, err := b.js.Consumer(ctx, b.stream, b.durable("t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jc.CachedInfo().NumWaiting >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pull requests of both replicas seen")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.Remove(ctx, "t"); err != nil { // b still pulls: kept for it
+		t.Fatal(err)
+	}
+	_ = ka.Close()
+	_ = kb.Close()
+	if err := b.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := a.js.Consumer(ctx, a.stream, a.durable("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := jc.CachedInfo().Config; cfg.InactiveThreshold != 0 || cfg.Metadata[metaRemovedSeq] == "" {
+		t.Errorf("removed consumer: inactive threshold %v, removed mark %q; want 0 and a mark", cfg.InactiveThreshold, cfg.Metadata[metaRemovedSeq])
+	}
+	channeltest.Publish(t, a, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: "gone", Source: "/s", Type: "t"})
+	time.Sleep(4 * threshold) // past the threshold: a consumer with one is deleted by now
+	k, err := a.ConsumeFrom(ctx, "t", channel.StartFrom{Match: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if id := channeltest.ReceiveN(t, k, 1, 30*time.Second)[0].Event().ID; id != "gone" {
+		t.Fatalf("re-created subscription got %s, want gone", id)
+	}
+}
+
+// TestCopyPageEmptyFetch: a fetch of a catch-up that brings nothing ends it only when
+// the rest of the archive up to its bound is gone; while it is still stored, the page
+// fails (and is tried again) rather than ending the catch-up early.
+func TestCopyPageEmptyFetch(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	for _, tt := range []struct {
+		name     string
+		purge    bool // the archive's messages aged out
+		wantDone bool
+	}{
+		{"rest still stored", false, false},
+		{"rest aged out", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChannel(t, nc, "ns/empty-fetch-"+strings.ReplaceAll(tt.name, " ", "-"), WithRetention(time.Hour))
+			ctx := channeltest.Ctx(t, 60*time.Second)
+			for i := range 3 {
+				channeltest.Publish(t, c, []string{"other"}, &event.Event{SpecVersion: "1.0", ID: fmt.Sprintf("e%02d", i), Source: "/s", Type: "t"})
+			}
+			last, err := c.archiveLast(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.purge {
+				s, err := c.js.Stream(ctx, c.archive)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Purge(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A fetch that brings nothing: the archive's consumer starts past its end.
+			cu := catchUpState{id: "x", from: "earliest", next: 1, bound: last}
+			oc, err := c.archiveFrom(ctx, catchUpState{from: "earliest", next: last + 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := c.copyPage(ctx, "t", oc, &cu, func(channel.Stored) bool { return true })
+			if done != tt.wantDone || (err == nil) != tt.wantDone {
+				t.Fatalf("copyPage: done %v, err %v; want done %v", done, err, tt.wantDone)
+			}
+			if cu.next != 1 {
+				t.Errorf("catch-up position moved to %d by an empty fetch", cu.next)
+			}
+		})
+	}
+}
