@@ -63,7 +63,7 @@ func (o *options) dlqLimits() (dlq.Limits, bool) {
 
 // dlqMetrics are the store's series, labelled trigger="namespace/name".
 type dlqMetrics struct {
-	stored, evicted, redriven *prometheus.CounterVec
+	stored, evicted, redriven, withdrawn *prometheus.CounterVec
 }
 
 func newDLQMetrics(reg prometheus.Registerer) dlqMetrics {
@@ -74,8 +74,10 @@ func newDLQMetrics(reg prometheus.Registerer) dlqMetrics {
 		stored:   c("dlq_stored_total", "Events kept in the dead-letter store: they failed for good and the trigger has no deadLetterSink."),
 		evicted:  c("dlq_evicted_total", "Dead letters evicted, oldest first, to keep a trigger's store within --dlq-max-entries, --dlq-max-bytes and --dlq-max-age, and the store in memory within --dlq-memory-limit."),
 		redriven: c("dlq_redriven_total", "Dead letters handed to their trigger again by a redrive."),
+		withdrawn: c("dlq_redrive_withdrawn_total", "Redriven dead letters purged after the redrive handed them to the trigger: "+
+			"settled before their next attempt, or instead of being stored anew, with neither."),
 	}
-	reg.MustRegister(m.stored, m.evicted, m.redriven)
+	reg.MustRegister(m.stored, m.evicted, m.redriven, m.withdrawn)
 	return m
 }
 
@@ -478,6 +480,7 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 	}()
 	lim := rate.NewLimiter(rate.Limit(perSec), 1)
 	redriven := b.srv.dlqm.redriven.WithLabelValues(t.key)
+	withdrawn := b.srv.dlqm.withdrawn.WithLabelValues(t.key)
 	handed := 0
 	for after := uint64(0); after < last; {
 		p, err := b.dl.store.List(ctx, t.key, after, 100)
@@ -507,7 +510,7 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 			if !held {
 				continue // purged or evicted since it was listed
 			}
-			m := &storedMsg{store: b.dl.store, trigger: t.key, id: e.ID, ev: e.Event}
+			m := &storedMsg{store: b.dl.store, trigger: t.key, id: e.ID, ev: e.Event, withdrawn: withdrawn}
 			if err := t.dispatcher.Redeliver(ctx, m); err != nil {
 				if ctx.Err() == nil {
 					b.log.Warn("redrive stopped: the trigger no longer takes events", "trigger", t.key, "err", err)
@@ -538,12 +541,29 @@ func (b *Broker) holds(ctx context.Context, trigger string, id uint64) (bool, er
 }
 
 // storedMsg is a dead letter handed to its trigger by a redrive: settling it deletes
-// it from the store; releasing it leaves it there.
+// it from the store; releasing it leaves it there. Once purged it is withdrawn: the
+// dispatcher settles it before its next attempt, and does not store it anew.
 type storedMsg struct {
-	store   dlq.Store
-	trigger string
-	id      uint64
-	ev      *event.Event
+	store     dlq.Store
+	trigger   string
+	id        uint64
+	ev        *event.Event
+	withdrawn prometheus.Counter
+}
+
+// Withdrawn reports whether the dead letter is no longer stored (purged, or evicted).
+func (m *storedMsg) Withdrawn(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	p, err := m.store.List(ctx, m.trigger, m.id-1, 1)
+	if err != nil {
+		return false, fmt.Errorf("dead letter %d of %s: %w", m.id, m.trigger, err)
+	}
+	gone := len(p.Entries) == 0 || p.Entries[0].ID != m.id
+	if gone {
+		m.withdrawn.Inc()
+	}
+	return gone, nil
 }
 
 func (m *storedMsg) Event() *event.Event { return m.ev }

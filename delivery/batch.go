@@ -110,6 +110,17 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, t *resolved, c *job) {
 		d.releaseBatch(c)
 		return
 	}
+	kept := c.batch[:0] // redriven dead letters purged meanwhile are settled, not sent
+	for _, j := range c.batch {
+		if !d.withdrawn(ctx, j) {
+			kept = append(kept, j)
+		}
+	}
+	if c.batch = kept; len(kept) == 0 {
+		d.lim.release()
+		d.dropCarrier(c)
+		return
+	}
 	tm.inflight.Inc()
 	var o outcome
 	if authz, err := d.bearer(ctx, t.Audience, t.url); err != nil {

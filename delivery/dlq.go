@@ -26,8 +26,12 @@ func (d *Dispatcher) toStore(ctx context.Context, t *resolved, j *job) {
 	d.storeDead(ctx, t, j)
 }
 
-// storeDead makes one attempt to keep j in the dead-letter store.
+// storeDead makes one attempt to keep j in the dead-letter store. A redriven dead
+// letter withdrawn (purged) meanwhile is settled instead of stored anew.
 func (d *Dispatcher) storeDead(ctx context.Context, t *resolved, j *job) {
+	if d.withdrawn(ctx, j) {
+		return
+	}
 	err := d.dlq(ctx, entryOf(j))
 	if ctx.Err() != nil {
 		d.release(j)
@@ -59,6 +63,35 @@ func entryOf(j *job) dlq.Entry {
 		e.Reason = dlq.TrimReason(strings.TrimSpace(string(b)))
 	}
 	return e
+}
+
+// Withdrawable is a message handed over by Redeliver that may be withdrawn before
+// the dispatcher is done with it (a redriven dead letter purged from its store). Before
+// each attempt to the subscriber, and before a failure is stored anew, the dispatcher
+// asks Withdrawn: true settles the message (Ack) with no attempt and nothing stored. An
+// error counts as not withdrawn: the event is delivered rather than lost.
+type Withdrawable interface {
+	Withdrawn(ctx context.Context) (bool, error)
+}
+
+// withdrawn settles j and reports true if it was redriven and its message has been
+// withdrawn since.
+func (d *Dispatcher) withdrawn(ctx context.Context, j *job) bool {
+	w, ok := j.msg.(Withdrawable)
+	if !j.redriven || !ok {
+		return false
+	}
+	gone, err := w.Withdrawn(ctx)
+	if err != nil {
+		d.log.Warn("cannot tell whether a redriven dead letter was purged; delivering it", "id", j.ev.ID, "err", err)
+		return false
+	}
+	if !gone {
+		return false
+	}
+	d.log.Debug("redriven dead letter purged before its attempt; settled without it", "id", j.ev.ID)
+	d.settle(j)
+	return true
 }
 
 // injection is a message handed to the receive loop by Redeliver.

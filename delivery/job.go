@@ -93,6 +93,10 @@ func (d *Dispatcher) deliver(ctx context.Context, t *resolved, j *job) {
 		d.release(j)
 		return
 	}
+	if d.withdrawn(ctx, j) { // checked holding the slot: at most the in-flight bound pass it
+		d.lim.release()
+		return
+	}
 	var th *tracing.Headers
 	if d.tracer != nil {
 		ctx, th = d.startAttempt(ctx, t, j, j.ev, t.url)
