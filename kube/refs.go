@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
@@ -19,6 +21,13 @@ import (
 // one informer, caching every object of its kind. A ref to a kind beyond it is not
 // resolved (its object not ready, naming the limit).
 const MaxRefKinds = 16
+
+// RefReadTimeout bounds how long the load that first meets a kind of referenced object
+// waits for its informer to read the objects of that kind: a ref to an object that
+// exists resolves in the first configuration applied (before the server is ready), not
+// one load later. Past it, or on an error reading the kind, the ref is not ready yet and
+// resolves once the informer has read its objects.
+const RefReadTimeout = 10 * time.Second
 
 // refs resolves refs from the objects of the cluster (config.WithRefResolver): a core
 // Service to its cluster DNS name, any other kind to its status.address.url. It watches
@@ -61,7 +70,7 @@ func (r *refs) begin() {
 }
 
 // resolve is the config.RefResolver: it answers from the informers, starting one for a
-// kind not watched yet (answering "not read yet" until it has synced).
+// kind not watched yet (and waiting up to RefReadTimeout for it to read its objects).
 func (r *refs) resolve(apiVersion, kind, ns, name string) (string, bool, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
@@ -204,6 +213,16 @@ func (r *refs) watch(gvk schema.GroupVersionKind) (*refKind, error) {
 	r.kinds[gk] = k
 	r.mu.Unlock()
 	r.factory.Start(r.ctx.Done())
+	ctx, cancel := context.WithTimeout(r.ctx, RefReadTimeout)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		if inf.HasSynced() {
+			return true, nil
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return k.err != nil, nil // it cannot read the kind: the ref says why
+	})
 	r.wg.Go(func() { // once read, the refs to it resolve (or say it does not exist)
 		if cache.WaitForCacheSync(r.ctx.Done(), inf.HasSynced) {
 			r.signal()
