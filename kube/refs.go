@@ -195,6 +195,12 @@ func (r *refs) changed() bool {
 		return true
 	}
 	r.mu.Lock()
+	if len(r.pending) > 0 { // ask again later
+		if r.retry != nil {
+			r.retry.Stop()
+		}
+		r.retry = time.AfterFunc(r.retryIn, r.signal)
+	}
 	asked := make(map[string]answer, len(r.asked))
 	for k, v := range r.asked {
 		asked[k] = v

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-broker/sluice/internal/kubetest"
 )
@@ -149,3 +151,50 @@ func TestRefsNotAddressableInCluster(t *testing.T) {
 	})
 }
 
+// TestRefsRetryNotServed: a ref to a kind the server does not serve yet (Knative
+// Serving installed after Sluice) resolves once its CRD is installed, with no other
+// change.
+func TestRefsRetryNotServed(t *testing.T) {
+	kubetest.Need(t, srv)
+	r, signals := testRefs(t, 0)
+	r.retryIn = 100 * time.Millisecond
+	r.begin()
+	if _, ok, err := r.resolve("widgets.example.dev/v1", "Widget", "ns", "w"); ok || err != nil {
+		t.Fatalf("resolve of a kind not served: ok=%v err=%v; want not resolved, no error", ok, err)
+	}
+	r.end()
+	select { // a retry while the kind is still not served: it asks again later
+	case <-signals:
+	case <-time.After(hang):
+		t.Fatalf("no new load signalled within %v", hang)
+	}
+	if r.changed() {
+		t.Fatal("changed() = true before the kind is served")
+	}
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(`{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition,
+  metadata: {name: widgets.widgets.example.dev},
+  spec: {group: widgets.example.dev, scope: Namespaced, names: {plural: widgets, singular: widget, kind: Widget},
+    versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]}}`), &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := srv.Dynamic().Resource(crds).Create(context.Background(), &crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(hang)
+	for !r.changed() {
+		if time.Now().After(deadline) {
+			t.Fatalf("changed() still false %v after the kind's CRD was installed", hang)
+		}
+		select {
+		case <-signals:
+		case <-time.After(hang):
+			t.Fatalf("no new load signalled within %v", hang)
+		}
+	}
+	r.begin()
+	if _, _, err := r.resolve("widgets.example.dev/v1", "Widget", "ns", "w"); err == nil || !strings.Contains(err.Error(), "Widget.widgets.example.dev ns/w does not exist") {
+		t.Fatalf("resolve once served: %v; want does not exist", err)
+	}
+}
