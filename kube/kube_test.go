@@ -482,3 +482,42 @@ func TestReadinessEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestRefsReadBeforeFirstLoad: a Trigger whose subscriber is a ref to a Service that
+// exists when Sluice starts is ready in the first configuration applied: the first load
+// waits for the Service informer it starts, so no event accepted at startup misses it.
+func TestRefsReadBeforeFirstLoad(t *testing.T) {
+	kubetest.Need(t, srv)
+	ns := "refs-first"
+	namespace(t, ns)
+	core := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Services(ns)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "display"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := core.Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, brokers, `{apiVersion: eventing.knative.dev/v1, kind: Broker, metadata: {name: b, namespace: refs-first, annotations: {eventing.knative.dev/broker.class: Sluice}}}`)
+	apply(t, triggers, `{apiVersion: eventing.knative.dev/v1, kind: Trigger, metadata: {name: to-svc, namespace: refs-first},
+  spec: {broker: b, subscriber: {ref: {apiVersion: v1, kind: Service, name: display}}}}`)
+
+	r := watch(t, Options{Election: Election{Namespace: ns, Identity: "only"}})
+	deadline := time.Now().Add(hang)
+	for {
+		cfg, n := r.last()
+		if n > 0 {
+			for _, o := range cfg.Objects {
+				if o.Kind == "Trigger" && o.Namespace == ns && o.Name == "to-svc" {
+					if !o.Ready {
+						t.Fatalf("first configuration applied: Trigger to-svc not ready: %s", o.Reason)
+					}
+					return
+				}
+			}
+			t.Fatalf("first configuration applied has no Trigger %s/to-svc", ns)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no configuration applied within %v", hang)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -126,24 +126,22 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 		w.stores[r.kind] = inf.GetStore()
 		synced = append(synced, inf.HasSynced)
 	}
-	w.refs = &refs{ctx: ctx, factory: all, stores: w.stores, signal: w.signal,
-		kinds: map[schema.GroupKind]*refKind{}, asked: map[string]answer{}, notServed: map[schema.GroupKind]bool{},
-		disc: func(gv string) ([]string, []string, error) {
-			list, err := w.disc.ServerResourcesForGroupVersion(gv)
-			if err != nil {
-				return nil, nil, err
-			}
-			var names, kinds []string
-			for _, ar := range list.APIResources {
-				names, kinds = append(names, ar.Name), append(kinds, ar.Kind)
-			}
-			return names, kinds, nil
-		}}
+	w.refs = newRefs(ctx, w.dyn, func(gv string) ([]string, []string, error) {
+		list, err := w.disc.ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			return nil, nil, err
+		}
+		var names, kinds []string
+		for _, ar := range list.APIResources {
+			names, kinds = append(names, ar.Name), append(kinds, ar.Kind)
+		}
+		return names, kinds, nil
+	}, w.stores, w.signal)
 	all.Start(ctx.Done())
 	system.Start(ctx.Done())
 	defer all.Shutdown()
 	defer system.Shutdown()
-	defer w.refs.wg.Wait()
+	defer w.refs.stop()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
@@ -183,6 +181,7 @@ func (w *watcher) run(ctx context.Context, apply func(*config.Config), onError f
 				onError(err)
 			} else {
 				prev = cfg
+				w.refs.end()
 				apply(cfg)
 				w.mu.Lock()
 				w.applied = gens
