@@ -55,6 +55,7 @@ type Broker struct {
 
 	mu       sync.Mutex
 	triggers map[string]*trigger
+	leaving  map[string]*leaving // triggers a reload removed, until their retirement ends (trigger.go)
 	// live is triggers as apply left them, sorted by key: the backlog verdict reads it on
 	// the ingress path every millisecond, without b.mu, a copy or a sort (admission.go).
 	live atomic.Pointer[[]*trigger]
