@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/event"
 )
 
-// TestParseReplay: from is required, to defaults to now, rate to DefaultReplayRate and
+// TestParseReplay: from is required, to defaults to now (and is never later), rate to DefaultReplayRate and
 // is bounded; every error names its parameter.
 func TestParseReplay(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -27,6 +27,8 @@ func TestParseReplay(t *testing.T) {
 	}{
 		{"from=2026-11-27T10:00:00Z", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", DefaultReplayRate, ""},
 		{"from=2026-11-27T10:00:00Z&to=2026-11-27T11:00:00%2B00:30&rate=5", "2026-11-27T10:00:00Z", "2026-11-27T10:30:00Z", 5, ""},
+		{"from=2026-11-27T10:00:00Z&to=2026-11-28T12:00:00Z", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", DefaultReplayRate, ""}, // to: at most now
+		{"from=2026-11-27T13:00:00Z&to=2026-11-27T14:00:00Z", "", "", 0, "from: 2026-11-27T13:00:00Z is not before to (2026-11-27T12:00:00Z)"},
 		{"from=2026-11-27T10:00:00Z&rate=10000", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", MaxReplayRate, ""},
 		{"", "", "", 0, "from: missing"},
 		{"from=yesterday", "", "", 0, `from: "yesterday" is not an RFC 3339 time`},
@@ -63,7 +65,8 @@ func TestParseReplay(t *testing.T) {
 	}
 }
 
-// FuzzParseReplay: any query string gives a window with from before to and a rate
+// FuzzParseReplay: any query string gives a window with from before to, to not after
+// now, and a rate
 // within its bounds, or an error naming a parameter.
 func FuzzParseReplay(f *testing.F) {
 	for _, q := range []string{"from=2026-11-27T10:00:00Z", "from=2026-11-27T10:00:00Z&to=2026-11-27T11:00:00Z&rate=5",
@@ -81,7 +84,7 @@ func FuzzParseReplay(f *testing.F) {
 			}
 			return
 		}
-		if !p.from.Before(p.to) || !(p.rate > 0 && p.rate <= MaxReplayRate) {
+		if !p.from.Before(p.to) || p.to.After(now) || !(p.rate > 0 && p.rate <= MaxReplayRate) {
 			t.Fatalf("%q: accepted from %s to %s at %g", q, p.from, p.to, p.rate)
 		}
 	})
