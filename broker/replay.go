@@ -277,7 +277,7 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	}
 	rp, ok := b.ch.(channel.Replayer)
 	if !ok {
-		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: the memory channel keeps no delivered events to read back", http.StatusBadRequest)
+		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: "+b.chName+" keeps no delivered events to read back; replay needs the jetstream, kafka or kinesis channel with the broker's sluice.dev/retention", http.StatusBadRequest)
 		return
 	}
 	ret, err := rp.Retention(r.Context())

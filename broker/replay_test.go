@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -242,6 +244,36 @@ func BenchmarkReplayFeedReceive(b *testing.B) {
 					b.Fatal(err)
 				}
 				_ = m.Ack()
+			}
+		})
+	}
+}
+
+// TestReplayRefusalNamesChannel: a replay on a channel that keeps no delivered events is
+// refused naming the broker's channel (here a memory channel standing in for each).
+func TestReplayRefusalNamesChannel(t *testing.T) {
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	from := url.QueryEscape(time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
+	anyBackend := func(context.Context, config.Broker) (channel.Channel, error) { return memory.New(), nil }
+	tests := []struct {
+		annotations string
+		want        string
+	}{
+		{"", "the server's default channel (--channel) keeps no delivered events"},
+		{", annotations: {sluice.dev/channel: memory}", "the memory channel keeps no delivered events"},
+		{", annotations: {sluice.dev/channel: rabbitmq}", "the rabbitmq channel keeps no delivered events"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			s := newTestServer(t, nil, WithOpsGuarded(true), WithChannelOpener(anyBackend))
+			doc := fmt.Sprintf(brokerDoc, tt.annotations) + triggerDoc("all", "t", sub.URL)
+			if err := s.Apply(context.Background(), loadConfig(t, doc)); err != nil {
+				t.Fatal(err)
+			}
+			rec := post(s.Handler(), "POST", "/triggers/ns/all/replay?from="+from, nil, "")
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tt.want) {
+				t.Fatalf("%d %q, want 400 with %q", rec.Code, rec.Body, tt.want)
 			}
 		})
 	}
