@@ -49,6 +49,7 @@ type Broker struct {
 	admitq  admitQueue                  // requests waiting for room (admitqueue.go)
 	health  storeHealth                 // whether the channel can store now (health.go)
 	dl      dlqState                    // the dead-letter store and its redrives (dlq.go)
+	ps      pauseState                  // the triggers' API pauses (pausestate.go)
 
 	cfg      config.Broker // written by apply only (under the server's applyMu)
 	runs     sync.WaitGroup
@@ -187,11 +188,12 @@ func (b *Broker) drain(ctx context.Context) int {
 		defer cancel()
 	}
 	b.stopRedrives() // what they did not hand over stays in the store
+	b.stopPauses()   // no pause arrives while the triggers drain
 	ts := b.triggerList()
 	var held atomic.Int64
 	var wg sync.WaitGroup
 	for _, t := range ts {
-		wg.Go(func() { held.Add(int64(t.stop(ctx))) })
+		wg.Go(func() { held.Add(int64(b.stopTrigger(ctx, t))) }) // pausestate.go
 	}
 	wg.Wait()
 	left := b.retiring.wait()

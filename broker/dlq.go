@@ -48,6 +48,11 @@ const (
 // Default dlq.DefaultLimits().
 func WithDLQ(lim dlq.Limits) Option { return func(o *options) { o.dlq, o.dlqSet = lim, true } }
 
+// WithDLQMemoryLimit bounds the bytes the dead-letter store in memory keeps, all
+// triggers together (sluice serve --dlq-memory-limit): past it the oldest dead letter
+// of any trigger is evicted first. At least 1. Default dlq.DefaultMemoryTotal.
+func WithDLQMemoryLimit(n int64) Option { return func(o *options) { o.dlqMemory = n } }
+
 // dlqLimits are the options' store limits; ok false when the store is off.
 func (o *options) dlqLimits() (dlq.Limits, bool) {
 	if !o.dlqSet {
@@ -67,7 +72,7 @@ func newDLQMetrics(reg prometheus.Registerer) dlqMetrics {
 	}
 	m := dlqMetrics{
 		stored:   c("dlq_stored_total", "Events kept in the dead-letter store: they failed for good and the trigger has no deadLetterSink."),
-		evicted:  c("dlq_evicted_total", "Dead letters evicted, oldest first, to keep a trigger's store within --dlq-max-entries, --dlq-max-bytes and --dlq-max-age."),
+		evicted:  c("dlq_evicted_total", "Dead letters evicted, oldest first, to keep a trigger's store within --dlq-max-entries, --dlq-max-bytes and --dlq-max-age, and the store in memory within --dlq-memory-limit."),
 		redriven: c("dlq_redriven_total", "Dead letters handed to their trigger again by a redrive."),
 	}
 	reg.MustRegister(m.stored, m.evicted, m.redriven)
@@ -89,6 +94,7 @@ type redrive struct {
 	total  int
 	done   int // handed to the trigger (guarded by dlqState.mu)
 	cancel context.CancelFunc
+	ended  chan struct{} // closed when its goroutine returns
 }
 
 // openDLQ sets b's store: the channel's, if it keeps one, else memory.
@@ -128,9 +134,15 @@ func (b *Broker) keepDead(trigger string) func(context.Context, dlq.Entry) error
 
 // forgetDLQ drops the dead letters of a removed trigger from a store in memory, where
 // nobody could list or redrive them any more; a durable store keeps them (another
-// replica may still run the trigger, and re-adding it finds them again).
+// replica may still run the trigger, and re-adding it finds them again). A trigger of
+// the same name that runs again by now (re-added, or moved to another broker) keeps
+// them in memory too: they are its own, or the old one's, which it may list and redrive.
 func (b *Broker) forgetDLQ(trigger string) {
 	if b.dl.store == nil || b.dl.store.Durable() {
+		return
+	}
+	if _, t := b.srv.findBrokerTrigger(trigger); t != nil {
+		b.log.Info("trigger removed: its dead letters in memory stay, a trigger of the same name runs again", "trigger", trigger)
 		return
 	}
 	if n, _ := b.dl.store.Purge(context.Background(), trigger); n > 0 {
@@ -364,9 +376,13 @@ func (s *Server) listDLQ(ctx context.Context, b *Broker, key, afterS, limitS str
 	return out, nil
 }
 
-// purgeDLQ deletes ids of key's store, or all of it.
+// purgeDLQ deletes ids of key's store, or all of it. A purge of all of it stops the
+// trigger's redrive first; one by id leaves it running (it skips what is gone).
 func (s *Server) purgeDLQ(ctx context.Context, b *Broker, key string, ids map[uint64]bool) (*DLQPurge, error) {
 	if ids == nil {
+		if err := b.stopRedrive(ctx, key); err != nil {
+			return nil, err
+		}
 		n, err := b.dl.store.Purge(ctx, key)
 		return &DLQPurge{Trigger: key, Purged: n}, err
 	}
@@ -377,11 +393,32 @@ func (s *Server) purgeDLQ(ctx context.Context, b *Broker, key string, ids map[ui
 			continue
 		}
 		if err != nil {
-			return nil, err
+			s.log.Warn("dead-letter store: purge stopped", "trigger", key, "purged", n, "of", len(ids), "err", err)
+			return nil, &httpError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf(
+				"trigger %s: %d of the %d dead letters purged, then the dead-letter store failed: %s; purge the rest again",
+				key, n, len(ids), channelReason(err))}
 		}
 		n++
 	}
 	return &DLQPurge{Trigger: key, Purged: n}, nil
+}
+
+// stopRedrive cancels the redrive of trigger key, if one runs, and waits for it to end:
+// what it handed over before is being delivered.
+func (b *Broker) stopRedrive(ctx context.Context, key string) error {
+	b.dl.mu.Lock()
+	r := b.dl.running[key]
+	b.dl.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping the redrive: %w", ctx.Err())
+	}
 }
 
 // startRedrive starts handing the dead letters of t (ids, or all stored now) to its
@@ -417,12 +454,13 @@ func (s *Server) startRedrive(b *Broker, t *trigger, rateS string, ids map[uint6
 		return nil, &httpError{status: http.StatusServiceUnavailable, msg: "shutting down"}
 	}
 	rctx, rcancel := context.WithCancel(s.life)
-	r := &redrive{total: total, cancel: rcancel}
+	r := &redrive{total: total, cancel: rcancel, ended: make(chan struct{})}
 	if b.dl.running == nil {
 		b.dl.running = make(map[string]*redrive)
 	}
 	b.dl.running[t.key] = r
 	b.dl.wg.Go(func() {
+		defer close(r.ended)
 		defer rcancel()
 		b.redrive(rctx, t, r, last, ids, perSec)
 	})
@@ -459,6 +497,16 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 			if lim.Wait(ctx) != nil {
 				return
 			}
+			held, err := b.holds(ctx, t.key, e.ID)
+			if err != nil {
+				if ctx.Err() == nil {
+					b.log.Warn("redrive stopped: the dead-letter store cannot be read", "trigger", t.key, "err", err)
+				}
+				return
+			}
+			if !held {
+				continue // purged or evicted since it was listed
+			}
 			m := &storedMsg{store: b.dl.store, trigger: t.key, id: e.ID, ev: e.Event}
 			if err := t.dispatcher.Redeliver(ctx, m); err != nil {
 				if ctx.Err() == nil {
@@ -478,6 +526,15 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 		after = p.Next
 	}
 	b.log.Info("redrive handed every dead letter to the trigger", "trigger", t.key, "events", handed)
+}
+
+// holds reports whether trigger's store still holds entry id.
+func (b *Broker) holds(ctx context.Context, trigger string, id uint64) (bool, error) {
+	p, err := b.dl.store.List(ctx, trigger, id-1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(p.Entries) > 0 && p.Entries[0].ID == id, nil
 }
 
 // storedMsg is a dead letter handed to its trigger by a redrive: settling it deletes

@@ -50,6 +50,7 @@ type options struct {
 	now             func() time.Time  // the clock of the health marks (health.go); tests set it
 	dlq             dlq.Limits        // WithDLQ (dlq.go)
 	dlqSet          bool
+	dlqMemory       int64 // WithDLQMemoryLimit (dlq.go); 0: dlq.DefaultMemoryTotal
 }
 
 // Defaults of the server's options. The in-flight default is the dispatcher's,

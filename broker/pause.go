@@ -29,6 +29,10 @@ type TriggerState struct {
 	Trigger string `json:"trigger"`
 	// Paused is true while the trigger delivers nothing.
 	Paused bool `json:"paused"`
+	// PausedBy says what holds it paused: "annotation" (sluice.dev/paused), "api"
+	// (POST .../pause, on a durable channel for every replica), or both. It is paused
+	// while either does.
+	PausedBy []string `json:"pausedBy,omitempty"`
 }
 
 // IsTriggerPath reports whether path is one of TriggersPath's endpoints rather than
@@ -44,8 +48,8 @@ func IsTriggerPath(path string) bool {
 }
 
 // setPaused pauses (paused true) or resumes d: paused, it delivers nothing while its
-// events keep being stored. The state lasts until the next call, a change of the
-// trigger's sluice.dev/paused annotation, or a restart.
+// events keep being stored. Callers pass the trigger's whole state: its
+// sluice.dev/paused annotation or its API pause (pausestate.go).
 func setPaused(d *delivery.Dispatcher, paused bool) {
 	if paused {
 		d.Pause()
@@ -101,15 +105,18 @@ func (s *Server) serveTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := parts[0] + "/" + parts[1]
-	t := s.findTrigger(key)
+	b, t := s.findTriggerBroker(key) // pausestate.go
 	if t == nil || parts[0] == "" || parts[1] == "" {
 		http.Error(w, "trigger "+key+": "+errNoTrigger.Error(), http.StatusNotFound)
 		return
 	}
 	if action != "" {
-		setPaused(t.dispatcher, action == "pause")
+		if err := b.pauseByAPI(r.Context(), key, action == "pause"); err != nil {
+			http.Error(w, "trigger "+key+": "+action+" not done: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		s.log.Info("trigger "+action+"d through the operator API", "trigger", key, "remote", r.RemoteAddr)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(TriggerState{Trigger: key, Paused: t.dispatcher.Paused()})
+	_ = json.NewEncoder(w).Encode(b.triggerState(t))
 }

@@ -21,8 +21,9 @@ func pausedTriggerDoc(name, url string) string {
 }
 
 // TestPauseAnnotationAndAPI: a trigger annotated sluice.dev/paused: "true" delivers
-// nothing while its events are stored; the operator API resumes it; a reload that does
-// not change the annotation leaves the API's state alone, one that changes it applies it.
+// nothing while its events are stored; it is paused while the annotation or the API
+// says so (GET names which), a resume through the API clears the API's pause only, and
+// a reload keeps the API's pause whatever it does to the annotation.
 func TestPauseAnnotationAndAPI(t *testing.T) {
 	sub, n := countingSubscriber(t)
 	s := newTestServer(t, nil, WithOpsGuarded(true))
@@ -56,34 +57,34 @@ func TestPauseAnnotationAndAPI(t *testing.T) {
 		}
 		return st
 	}
+	expect := func(method, path string, paused bool, by ...string) {
+		t.Helper()
+		st := state(method, path, 200)
+		if st.Trigger != "ns/all" || st.Paused != paused || strings.Join(st.PausedBy, ",") != strings.Join(by, ",") {
+			t.Fatalf("%s %s: %+v; want paused %v by %q", method, path, st, paused, by)
+		}
+	}
 
 	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
 	send("1", "2", "3")
 	if depth() != 3 || n.Load() != 0 {
 		t.Fatalf("paused by the annotation: %d queued, %d delivered; want 3 and 0", depth(), n.Load())
 	}
-	if st := state("GET", "/triggers/ns/all", 200); !st.Paused || st.Trigger != "ns/all" {
-		t.Fatalf("GET: %+v", st)
-	}
-	if st := state("POST", "/triggers/ns/all/resume", 200); st.Paused {
-		t.Fatalf("resume: %+v", st)
-	}
-	sluicetest.Eventually(t, 30*time.Second, "3 delivered", func() bool { return n.Load() == 3 })
-
-	// The same configuration again: the annotation did not change, the API's resume stays.
-	apply(plainBroker() + pausedTriggerDoc("all", sub.URL))
-	if st := state("GET", "/triggers/ns/all", 200); st.Paused {
-		t.Fatal("a reload that did not change the annotation paused the trigger again")
-	}
-	if st := state("POST", "/triggers/ns/all/pause", 200); !st.Paused {
-		t.Fatalf("pause: %+v", st)
-	}
-	send("4")
-	if depth() != 1 || n.Load() != 3 {
-		t.Fatalf("paused by the API: %d queued, %d delivered; want 1 and 3", depth(), n.Load())
-	}
-	// The annotation removed: a change, so it applies.
+	expect("GET", "/triggers/ns/all", true, "annotation")
+	// A resume clears the API's pause only: the annotation still holds it.
+	expect("POST", "/triggers/ns/all/resume", true, "annotation")
+	expect("POST", "/triggers/ns/all/pause", true, "annotation", "api")
+	// The annotation removed: the API's pause holds it still.
 	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
+	expect("GET", "/triggers/ns/all", true, "api")
+	send("4")
+	if depth() != 4 || n.Load() != 0 {
+		t.Fatalf("paused by the API: %d queued, %d delivered; want 4 and 0", depth(), n.Load())
+	}
+	// The same configuration again leaves the API's pause.
+	apply(plainBroker() + triggerDoc("all", "t", sub.URL))
+	expect("GET", "/triggers/ns/all", true, "api")
+	expect("POST", "/triggers/ns/all/resume", false)
 	sluicetest.Eventually(t, 30*time.Second, "4 delivered", func() bool { return n.Load() == 4 })
 
 	state("POST", "/triggers/ns/nope/pause", 404)
@@ -134,7 +135,9 @@ func FuzzTriggerPath(f *testing.F) {
 		if rec.Code == 200 && !strings.HasPrefix(u.Path, "/triggers/ns/all") {
 			t.Fatalf("%s %q: 200 for another trigger", method, path)
 		}
-		setPaused(s.findTrigger("ns/all").dispatcher, false)
+		if b, _ := s.findTriggerBroker("ns/all"); b.pauseByAPI(context.Background(), "ns/all", false) != nil {
+			t.Fatal("resume failed")
+		}
 	})
 }
 

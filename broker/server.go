@@ -77,7 +77,11 @@ func NewServer(opts ...Option) (*Server, error) {
 	o.registry.MustRegister(newQueueCollector(s))
 	s.dlqm = newDLQMetrics(o.registry)
 	if lim, on := o.dlqLimits(); on {
-		mem, err := dlq.NewMemory(lim)
+		total := o.dlqMemory
+		if total == 0 {
+			total = dlq.DefaultMemoryTotal
+		}
+		mem, err := dlq.NewMemory(lim, dlq.WithTotalBytes(total))
 		if err != nil {
 			return nil, fmt.Errorf("broker: WithDLQ: %w", err)
 		}
@@ -240,6 +244,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		b.pubWait = s.opts.publishTimeout
 	}
 	b.openDLQ(s.life)
+	b.openPauses(s.life)
 	b.startChecker(s.life)
 	return b
 }

@@ -92,6 +92,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	for name, t := range b.triggers {
 		if !want[name] {
 			delete(b.triggers, name)
+			b.forgetPause(name)
 			lv := &leaving{t: t, removed: make(chan struct{})}
 			if b.leaving == nil {
 				b.leaving = map[string]*leaving{}
@@ -111,8 +112,8 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 	own := name == subscriptionName(tc) // not its dead-letter queue, which is never paused
 	if t, ok := b.triggers[name]; ok {
 		if !t.cfg.Equal(tc) {
-			if own && t.cfg.Paused != tc.Paused { // the annotation changed: it wins over the API
-				setPaused(t.dispatcher, tc.Paused)
+			if own && t.cfg.Paused != tc.Paused { // paused while the annotation or the API says so
+				setPaused(t.dispatcher, tc.Paused || b.apiPaused(name))
 			}
 			t.cfg, t.url = tc, target.URL
 			t.dispatcher.Update(target)
@@ -121,7 +122,7 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		return nil
 	}
 	after := b.reclaim(name)
-	t, err := b.startTrigger(ctx, name, tc, target, opts, own && tc.Paused, after)
+	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)), after)
 	if err != nil {
 		return err
 	}

@@ -295,6 +295,7 @@ func (d *Dispatcher) receive(ctx context.Context) {
 			continue // ended or paused: the top of the loop tells which
 		}
 		msg, err := d.takeInjected(), error(nil) // Redeliver's first (dlq.go)
+		injected := msg != nil
 		if msg == nil {
 			msg, err = d.c.Receive(rctx)
 		}
@@ -314,7 +315,9 @@ func (d *Dispatcher) receive(ctx context.Context) {
 			continue
 		}
 		d.jobs.add()
-		d.admit(newJob(msg))
+		j := newJob(msg)
+		j.redriven = injected
+		d.admit(j)
 	}
 }
 

@@ -36,8 +36,9 @@ type job struct {
 	key      string       // ordered: partition key
 	ordered  bool
 	phase    phase
-	attempt  int // attempts made in the current phase
-	tries    int // phaseStore: attempts made to the subscriber
+	attempt  int  // attempts made in the current phase
+	tries    int  // phaseStore: attempts made to the subscriber
+	redriven bool // handed over by Redeliver: its message is a dead letter still stored
 	received time.Time
 	timer    *time.Timer
 	span     trace.Span // the open attempt's span; nil with tracing off
@@ -278,6 +279,10 @@ func (d *Dispatcher) failed(ctx context.Context, t *resolved, j *job, o *outcome
 		d.undeliverable(j, j.dls, tm, "dead-letter sink failed", true, "status", o.status, "err", o.err)
 		return
 	}
+	if j.phase == phaseStore && j.redriven {
+		d.keepStored(j, o.err)
+		return
+	}
 	if j.phase == phaseStore {
 		d.undeliverable(j, j.dls, tm, "the dead-letter store failed", false, "err", o.err)
 		return
@@ -325,6 +330,16 @@ func (d *Dispatcher) settle(j *job) {
 	if err := j.msg.Ack(); err != nil {
 		d.log.Warn("ack failed; the channel may deliver the event again", "id", j.ev.ID, "err", err)
 	}
+	d.finish(j)
+}
+
+// keepStored releases a redriven dead letter that failed again and could not be stored
+// anew: its entry stays in the store, for another redrive.
+func (d *Dispatcher) keepStored(j *job, err error) {
+	d.endAttempt(j)
+	d.log.Warn("redriven event failed again and cannot be stored anew; it stays in the dead-letter store",
+		"id", j.ev.ID, "source", j.ev.Source, "type", j.ev.Type, "err", err)
+	j.msg.Release()
 	d.finish(j)
 }
 

@@ -8,33 +8,54 @@ import (
 	"time"
 )
 
+// DefaultMemoryTotal is the default bound of a Memory store's bytes, all triggers
+// together (WithTotalBytes): a quarter of sluice serve's default --memory-limit.
+const DefaultMemoryTotal = 16 << 20
+
 // Memory is a Store in the process's memory: what it holds is lost with the process.
-// Its bound is the Limits per trigger, so up to MaxBytes for each trigger that
-// dead-letters.
+// It is bounded by the Limits per trigger and by a total of bytes for all triggers
+// together (WithTotalBytes): past that, the oldest entry of any trigger is evicted first.
 type Memory struct {
-	lim Limits
-	now func() time.Time
+	lim   Limits
+	total int64 // bytes of all triggers together
+	now   func() time.Time
 
 	mu       sync.Mutex
 	next     uint64
+	bytes    int64 // of all triggers
 	triggers map[string]*memList
 }
+
+// MemoryOption is an option of NewMemory.
+type MemoryOption func(*Memory)
+
+// WithTotalBytes bounds the bytes (Entry.Size) a Memory store keeps, all triggers
+// together, to n (sluice serve --dlq-memory-limit); at least 1. Default
+// DefaultMemoryTotal.
+func WithTotalBytes(n int64) MemoryOption { return func(m *Memory) { m.total = n } }
 
 // memList is one trigger's entries, oldest first.
 type memList struct {
 	entries []Entry
 	bytes   int64
-	expired int // evicted by age in List, reported by the next Put
+	expired int // evicted outside Put (by age in List, or for another trigger's room), reported by the next Put
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty memory store bounded by lim (see Limits.Validate).
-func NewMemory(lim Limits) (*Memory, error) {
+func NewMemory(lim Limits, opts ...MemoryOption) (*Memory, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
-	return &Memory{lim: lim, now: time.Now, triggers: make(map[string]*memList)}, nil
+	m := &Memory{lim: lim, total: DefaultMemoryTotal, now: time.Now, triggers: make(map[string]*memList)}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.total < 1 {
+		return nil, fmt.Errorf("--dlq-memory-limit %d: want at least 1", m.total)
+	}
+	return m, nil
 }
 
 // Durable reports false.
@@ -53,6 +74,9 @@ func (m *Memory) Put(_ context.Context, trigger string, e Entry) (int, error) {
 	if size > m.lim.MaxBytes {
 		return 0, fmt.Errorf("dlq: a dead letter of %d bytes is larger than --dlq-max-bytes %d", size, m.lim.MaxBytes)
 	}
+	if size > m.total {
+		return 0, fmt.Errorf("dlq: a dead letter of %d bytes is larger than --dlq-memory-limit %d", size, m.total)
+	}
 	m.next++
 	e.ID, e.Time = m.next, m.now()
 	n := m.expireLocked(l) + l.expired
@@ -61,9 +85,34 @@ func (m *Memory) Put(_ context.Context, trigger string, e Entry) (int, error) {
 		m.dropLocked(l, 0)
 		n++
 	}
+	for m.bytes+size > m.total {
+		o := m.oldestLocked()
+		if o == nil {
+			break
+		}
+		m.dropLocked(o, 0)
+		if o == l {
+			n++
+		} else {
+			o.expired++
+		}
+	}
 	l.entries = append(l.entries, e)
 	l.bytes += size
+	m.bytes += size
 	return n, nil
+}
+
+// oldestLocked returns the list whose first entry is the oldest of the store (IDs grow
+// with time across triggers), or nil when the store is empty.
+func (m *Memory) oldestLocked() *memList {
+	var o *memList
+	for _, l := range m.triggers {
+		if len(l.entries) > 0 && (o == nil || l.entries[0].ID < o.entries[0].ID) {
+			o = l
+		}
+	}
+	return o
 }
 
 // expireLocked evicts l's entries older than MaxAge and returns how many.
@@ -79,7 +128,9 @@ func (m *Memory) expireLocked(l *memList) int {
 
 // dropLocked removes l's entry at index i.
 func (m *Memory) dropLocked(l *memList, i int) {
-	l.bytes -= l.entries[i].Size()
+	size := l.entries[i].Size()
+	l.bytes -= size
+	m.bytes -= size
 	l.entries[i] = Entry{}
 	if i == 0 {
 		l.entries = l.entries[1:]
@@ -150,5 +201,6 @@ func (m *Memory) Purge(_ context.Context, trigger string) (int, error) {
 		return 0, nil
 	}
 	delete(m.triggers, trigger)
+	m.bytes -= l.bytes
 	return len(l.entries), nil
 }

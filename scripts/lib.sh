@@ -1,4 +1,4 @@
-# lib.sh — what the scripts that run test dependencies (kafka.sh, kinesis.sh, dynalite.sh) share.
+# lib.sh — what the scripts that run test dependencies (kafka.sh, awslite.sh for kinesis.sh and dynalite.sh, rabbitmq.sh) share.
 # Source it after setting: name (prefix of messages), logfile (tailed when dying) and
 # pidfile (the process this script started).
 

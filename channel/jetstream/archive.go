@@ -25,10 +25,15 @@ const (
 	headerRoutes = "Sluice-Sub"
 	// archivePage bounds the archived messages one fetch of a replay holds.
 	archivePage = 256
-	// archiveIdle is how long a replay waits for the archive's next message before it
-	// takes the window as read: the archive is read up to its last message as of the
-	// replay's start, and one deleted by MaxAge meanwhile never comes.
+	// archiveIdle is how long one fetch of a replay waits for the archive's next
+	// message. A fetch that brings none before the replay reached the archive's last
+	// message as of its start ends the replay only if that message is gone (MaxAge or
+	// MaxBytes deleted the rest meanwhile); otherwise the replay fetches again, and
+	// fails after archiveEmptyFetches such fetches in a row.
 	archiveIdle = 2 * time.Second
+	// archiveEmptyFetches bounds the fetches in a row that bring nothing while the
+	// archive still holds messages the replay has not read.
+	archiveEmptyFetches = 5
 )
 
 var _ channel.Replayer = (*Channel)(nil)
@@ -81,7 +86,9 @@ func (c *Channel) Retention(context.Context) (time.Duration, error) {
 
 // Replay streams the archived events stored in [from, to) (channel.Replayer), in the
 // order they were stored, through an ordered consumer starting at from. It reads up to
-// the archive's last message as of its start, a page (archivePage) at a time.
+// the archive's last message as of its start, a page (archivePage) at a time; it ends
+// early only when the rest of that was deleted meanwhile (aged out), and fails when
+// archiveEmptyFetches fetches in a row bring nothing though the rest is still there.
 func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[channel.Stored, error] {
 	return func(yield func(channel.Stored, error) bool) {
 		fail := func(what string, err error) {
@@ -107,6 +114,8 @@ func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[chan
 			fail("ordered consumer", err)
 			return
 		}
+		var read uint64 // stream sequence of the last message read
+		empty := 0      // fetches in a row that brought nothing
 		for {
 			b, err := cons.Fetch(archivePage, jetstream.FetchMaxWait(archiveIdle))
 			if err != nil {
@@ -120,6 +129,7 @@ func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[chan
 				if err != nil {
 					continue
 				}
+				read = md.Sequence.Stream
 				if md.Sequence.Stream > last || !md.Timestamp.Before(to) {
 					return
 				}
@@ -145,8 +155,24 @@ func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[chan
 				yield(channel.Stored{}, ctx.Err())
 				return
 			}
-			if n == 0 {
-				return // nothing more: the rest aged out meanwhile
+			if n > 0 {
+				empty = 0
+				continue
+			}
+			// Nothing came before last: the rest aged out meanwhile, or the server was
+			// slow to send it.
+			info, err := s.Info(ctx)
+			if err != nil {
+				fail("archive stream", err)
+				return
+			}
+			if st := info.State; st.Msgs == 0 || st.FirstSeq > last {
+				return // the rest aged out
+			}
+			if empty++; empty >= archiveEmptyFetches {
+				fail("fetch", fmt.Errorf("%d fetches in a row brought nothing, though the archive still holds messages up to %d and the replay read up to %d: %w",
+					empty, last, read, nats.ErrTimeout))
+				return
 			}
 		}
 	}

@@ -2,19 +2,17 @@ package jetstream
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/dlq"
-	"github.com/sluice-broker/sluice/event"
 )
 
 var _ channel.DLQStorer = (*Channel)(nil)
@@ -103,7 +101,9 @@ func (s *dlqStore) putLock(trigger string) *sync.Mutex {
 }
 
 // Put stores e; the evictions it reports are those the server made while it stored
-// (another replica storing at the same moment may be counted by either).
+// (another replica storing at the same moment may be counted by either). A store that
+// was within its limits with room for e evicted nothing: then dead letters deleted
+// meanwhile (a redrive's acks, on any replica) are not counted.
 func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, error) {
 	st, err := s.stream(ctx, trigger, true)
 	if err != nil {
@@ -111,7 +111,8 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	}
 	_, subj := s.names(trigger)
 	data := encodeEntry(&e)
-	if size := int64(len(data) + len(subj) + msgOverhead); size > s.lim.MaxBytes {
+	size := int64(len(data) + len(subj) + msgOverhead)
+	if size > s.lim.MaxBytes {
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: a dead letter of %d bytes is larger than --dlq-max-bytes %d", trigger, size, s.lim.MaxBytes)
 	}
 	l := s.putLock(trigger)
@@ -121,11 +122,15 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
 	}
+	full := before.State.Msgs+1 > uint64(s.lim.MaxEntries) || int64(before.State.Bytes)+size > s.lim.MaxBytes
 	if _, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: data}); err != nil {
 		s.mu.Lock()
 		delete(s.ensured, trigger) // deleted behind our back, say: the next Put creates it again
 		s.mu.Unlock()
 		return 0, fmt.Errorf("jetstream: dead-letter store of %s: %w", trigger, unavailable(err))
+	}
+	if !full {
+		return 0, nil
 	}
 	after, err := st.Info(ctx)
 	if err != nil { // stored; only the count of evictions is unknown
@@ -218,37 +223,12 @@ func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
 // msgOverhead is what JetStream counts for a message besides its subject and data.
 const msgOverhead = 64
 
-// entryMeta is what an entry keeps besides its event.
-type entryMeta struct {
-	Attempts int    `json:"a"`
-	Code     int    `json:"c"`
-	Dest     string `json:"d"`
-	Reason   string `json:"r"`
-}
-
-// encodeEntry writes e as: uvarint length of the JSON of its entryMeta, that JSON, the
-// event in the binary codec.
+// encodeEntry is dlq.Encode without the entry's time: the message's own timestamp is it.
 func encodeEntry(e *dlq.Entry) []byte {
-	meta, _ := json.Marshal(entryMeta{Attempts: e.Attempts, Code: e.Code, Dest: e.Dest, Reason: e.Reason})
-	b := binary.AppendUvarint(make([]byte, 0, len(meta)+e.Event.Size()), uint64(len(meta)))
-	return event.AppendBinary(append(b, meta...), e.Event)
+	c := *e
+	c.Time = time.Time{}
+	return dlq.Encode(&c)
 }
-
-var errEntry = errors.New("corrupt dead-letter entry")
 
 // decodeEntry reads what encodeEntry wrote. The event's data aliases b.
-func decodeEntry(b []byte) (dlq.Entry, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return dlq.Entry{}, fmt.Errorf("%w: metadata length", errEntry)
-	}
-	var m entryMeta
-	if err := json.Unmarshal(b[k:k+int(n)], &m); err != nil {
-		return dlq.Entry{}, fmt.Errorf("%w: metadata: %w", errEntry, err)
-	}
-	ev, err := event.DecodeBinary(b[k+int(n):])
-	if err != nil {
-		return dlq.Entry{}, fmt.Errorf("%w: %w", errEntry, err)
-	}
-	return dlq.Entry{Attempts: m.Attempts, Code: m.Code, Dest: m.Dest, Reason: m.Reason, Event: ev}, nil
-}
+func decodeEntry(b []byte) (dlq.Entry, error) { return dlq.Decode(b) }

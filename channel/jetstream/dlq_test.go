@@ -96,3 +96,50 @@ func FuzzDecodeDLQEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestDLQStoreDeletesAreNotEvictions: dead letters deleted while another is stored (a
+// redrive's acks, here on a replica) are not counted as evictions when the store is far
+// from its limits.
+func TestDLQStoreDeletesAreNotEvictions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := startServer(t, t.TempDir())
+	s, _ := newChannel(t, connect(t, e), "ns/b").DLQStore(ctx, dlq.DefaultLimits())
+	rs, _ := newChannel(t, connect(t, e), "ns/b").DLQStore(ctx, dlq.DefaultLimits())
+	const puts = 200
+	done := make(chan struct{})
+	deleted := make(chan int)
+	go func() { // the replica deletes what it sees until the puts are done
+		n := 0
+		defer func() { deleted <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			p, err := rs.List(ctx, "ns/t", 0, 10)
+			if err != nil {
+				continue
+			}
+			for _, e := range p.Entries {
+				if rs.Delete(ctx, "ns/t", e.ID) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	evicted := 0
+	for i := range puts {
+		n, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted += n
+	}
+	close(done)
+	n := <-deleted
+	if evicted != 0 {
+		t.Errorf("%d evictions reported for %d puts far below the limits (%d deleted meanwhile); want 0", evicted, puts, n)
+	}
+}

@@ -43,7 +43,8 @@ type consumer struct {
 
 	joined atomic.Bool // the group gave this member its share (possibly none) at least once
 
-	catch *catchUp // nil unless it started in the past and may still be catching up (startfrom.go)
+	catch  atomic.Pointer[catchUp] // nil unless it started in the past and may still be catching up (startfrom.go)
+	latest *channel.StartFrom      // opened from latest: poll resolves catch before its first fetch
 
 	ownMu sync.Mutex
 	owned map[int32]bool // partitions the group assigned to this member now
@@ -83,9 +84,9 @@ type part struct {
 
 var _ channel.Consumer = (*consumer)(nil)
 
-func newConsumer(c *Channel, name string, catch *catchUp) (*consumer, error) {
+func newConsumer(c *Channel, name string, catch *catchUp, latest *channel.StartFrom) (*consumer, error) {
 	k := &consumer{
-		catch:  catch,
+		latest: latest,
 		ch:     c,
 		name:   name,
 		group:  c.group(name),
@@ -97,6 +98,7 @@ func newConsumer(c *Channel, name string, catch *catchUp) (*consumer, error) {
 		skips:  make(map[int32][][2]int64),
 		owned:  make(map[int32]bool),
 	}
+	k.catch.Store(catch)
 	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.ConsumerGroup(k.group),
 		kgo.ConsumeTopics(c.topic),
@@ -204,6 +206,10 @@ func (k *consumer) Close() error {
 // poll fetches records while there is room for them and queues those routed here.
 func (k *consumer) poll() {
 	defer k.wg.Done()
+	if k.latest != nil && !k.resolveLatest(*k.latest) {
+		k.cl.AllowRebalance()
+		return
+	}
 	for k.ctx.Err() == nil {
 		k.mu.Lock()
 		free := k.max - k.unacked

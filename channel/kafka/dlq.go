@@ -3,8 +3,6 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/dlq"
-	"github.com/sluice-broker/sluice/event"
 )
 
 var _ channel.DLQStorer = (*Channel)(nil)
@@ -480,26 +477,8 @@ func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
 	return len(keys), nil
 }
 
-// dlqMeta is what an entry keeps besides its event.
-type dlqMeta struct {
-	Attempts int    `json:"a"`
-	Code     int    `json:"c"`
-	Dest     string `json:"d"`
-	Reason   string `json:"r"`
-	Time     int64  `json:"t,omitempty"` // when it was stored, Unix nanoseconds
-}
-
-// encodeDLQValue writes e as: uvarint length of the JSON of its dlqMeta (e.Time
-// included), that JSON, the event in the binary codec.
-func encodeDLQValue(e *dlq.Entry) []byte {
-	m := dlqMeta{Attempts: e.Attempts, Code: e.Code, Dest: e.Dest, Reason: e.Reason}
-	if !e.Time.IsZero() {
-		m.Time = e.Time.UnixNano()
-	}
-	meta, _ := json.Marshal(m)
-	b := binary.AppendUvarint(make([]byte, 0, len(meta)+e.Event.Size()+binary.MaxVarintLen64), uint64(len(meta)))
-	return event.AppendBinary(append(b, meta...), e.Event)
-}
+// encodeDLQValue writes e as dlq.Encode does, its time included.
+func encodeDLQValue(e *dlq.Entry) []byte { return dlq.Encode(e) }
 
 var errDLQRecord = errors.New("corrupt dead-letter record")
 
@@ -515,21 +494,9 @@ func decodeDLQRecord(key, value []byte) (string, dlq.Entry, error) {
 	if value == nil {
 		return trigger, dlq.Entry{}, nil
 	}
-	n, k := binary.Uvarint(value)
-	if k <= 0 || n > uint64(len(value)-k) {
-		return "", dlq.Entry{}, fmt.Errorf("%w: metadata length", errDLQRecord)
-	}
-	var m dlqMeta
-	if err := json.Unmarshal(value[k:k+int(n)], &m); err != nil {
-		return "", dlq.Entry{}, fmt.Errorf("%w: metadata: %w", errDLQRecord, err)
-	}
-	ev, err := event.DecodeBinary(value[k+int(n):])
+	e, err := dlq.Decode(value)
 	if err != nil {
 		return "", dlq.Entry{}, fmt.Errorf("%w: %w", errDLQRecord, err)
-	}
-	e := dlq.Entry{Attempts: m.Attempts, Code: m.Code, Dest: m.Dest, Reason: m.Reason, Event: ev}
-	if m.Time != 0 {
-		e.Time = time.Unix(0, m.Time).UTC()
 	}
 	return trigger, e, nil
 }

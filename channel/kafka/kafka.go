@@ -312,7 +312,7 @@ func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, err
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err := newConsumer(c, name, nil)
+	k, err := newConsumer(c, name, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +23,11 @@ const startTimeout = 10 * time.Second
 
 // catchUp is what a subscription started in the past delivers besides its routed
 // records: the records below bound (per partition, the end offsets when it was created)
-// that match accepts.
+// and at or past low (where it was removed, for a re-created one whose group never
+// committed; missing: from its position) that match accepts.
 type catchUp struct {
 	bound  map[int32]int64
+	low    map[int32]int64
 	match  func(channel.Stored) bool
 	marker string      // the group whose committed offsets hold bound while catching up
 	done   atomic.Bool // every partition's commit reached bound: the marker is deleted
@@ -38,14 +42,22 @@ func (c *Channel) startGroup(name string) string { return c.group(name) + "/star
 // offsets, or the first offsets at or after from.Time) and delivers, below the topic's
 // end offsets at this first call, the records from.Match accepts as well as those routed
 // to it (channel.Starter). Re-created after Remove, it resumes from its group's commit
-// with that catch-up (the events stored while it was gone), unless from is not latest:
-// then it starts at from. Those end offsets are committed first to a group of their own
-// (<group>/start-from), read back by a later call until the catch-up is over (every
-// partition's commit past them; then that group is deleted): a process killed while
-// catching up goes on after its restart.
+// with that catch-up (the events stored while it was gone; from where it was removed
+// when its group never committed), unless from is not latest: then it starts at from.
+// Those end offsets are committed first to a group of their own (<group>/start-from),
+// read back by a later call until the catch-up is over (every partition's commit past
+// them; then that group is deleted): a process killed while catching up goes on after
+// its restart.
+//
+// From latest it does not wait for the cluster, as Consume: the consumer looks for a
+// catch-up to honour before its first fetch, retrying while the cluster does not answer.
+// A start in the past asks the cluster first, within startTimeout.
 func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
 	if from.Match == nil {
 		return c.Consume(ctx, name)
+	}
+	if from.Latest() {
+		return c.open(name, nil, &from)
 	}
 	c.mu.Lock()
 	k := c.consumers[name]
@@ -54,29 +66,17 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 		return k, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, startTimeout)
-	bound, err := func() (map[int32]int64, error) {
-		if err := c.ensureTopic(actx); err != nil {
-			return nil, err
-		}
-		return c.catchUpBound(actx, name, from)
-	}()
+	cu, err := c.resolveCatchUp(actx, name, from)
 	cancel()
-	if err != nil && from.Latest() {
-		// As Consume, which needs no cluster to open (a broker may start before Kafka): a
-		// re-created subscription's catch-up is looked for again at its next open.
-		c.cfg.logger.Warn("kafka: cannot tell whether the subscription was removed before and must catch up; it resumes from its group's commit as after a restart",
-			"subscription", name, "group", c.group(name), "err", err)
-		return c.Consume(ctx, name)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("kafka channel %s: start of subscription %s from %s: %w", c.topic, name, startName(from), channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
 	}
-	var cu *catchUp
-	if len(bound) > 0 {
-		cu = &catchUp{bound: bound, match: from.Match, marker: c.startGroup(name)}
-		c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
-			"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound)
-	}
+	return c.open(name, cu, nil)
+}
+
+// open returns the open consumer of the subscription called name, or opens it with the
+// catch-up cu, or with latest to resolve its catch-up before its first fetch.
+func (c *Channel) open(name string, cu *catchUp, latest *channel.StartFrom) (channel.Consumer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -85,12 +85,48 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err = newConsumer(c, name, cu)
+	k, err := newConsumer(c, name, cu, latest)
 	if err != nil {
 		return nil, err
 	}
 	c.consumers[name] = k
 	return k, nil
+}
+
+// resolveCatchUp asks the cluster for the catch-up of the subscription called name
+// started at from: nil when it has none.
+func (c *Channel) resolveCatchUp(ctx context.Context, name string, from channel.StartFrom) (*catchUp, error) {
+	if err := c.ensureTopic(ctx); err != nil {
+		return nil, err
+	}
+	bound, low, err := c.catchUpBound(ctx, name, from)
+	if err != nil || len(bound) == 0 {
+		return nil, err
+	}
+	c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
+		"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound, "from_offsets", low)
+	return &catchUp{bound: bound, low: low, match: from.Match, marker: c.startGroup(name)}, nil
+}
+
+// resolveLatest sets the consumer's catch-up when it was opened from latest: called by
+// poll before its first fetch, it retries until the cluster answers or the consumer
+// closes (reporting false).
+func (k *consumer) resolveLatest(from channel.StartFrom) bool {
+	for k.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(k.ctx, startTimeout)
+		cu, err := k.ch.resolveCatchUp(ctx, k.name, from)
+		cancel()
+		if err == nil {
+			k.catch.Store(cu)
+			return true
+		}
+		if k.ctx.Err() == nil {
+			k.ch.log.Warn("catchup", "kafka: cannot tell whether the subscription was removed before and must catch up; retrying before its first fetch",
+				"subscription", k.name, "group", k.group, "err", err)
+		}
+		k.sleep(time.Second)
+	}
+	return false
 }
 
 func startName(from channel.StartFrom) string {
@@ -119,45 +155,52 @@ func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64,
 }
 
 // catchUpBound returns where the subscription's catch-up ends, per partition, or nil
-// when it has none. A subscription whose group committed before resumes without one;
-// one re-created after Remove (its removed marker is there) resumes from its commit with
-// a catch-up up to the end offsets now, or starts at from when from is not latest; a new
-// one starts at from, or as Consume when from is latest. A catch-up's bound is recorded
-// before the group's start offsets are committed, so that a crash in between is resumed
-// by the next call.
-func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (map[int32]int64, error) {
+// when it has none, and where it begins when not at the group's position. A
+// subscription whose group committed before resumes without one; one re-created after
+// Remove (its removed marker is there) resumes from its commit with a catch-up up to the
+// end offsets now (from the end offsets at its removal, recorded in its marker, when its
+// group never committed), or starts at from when from is not latest; a new one starts at
+// from, or as Consume when from is latest. A catch-up's bounds are recorded before the
+// group's start offsets are committed, so that a crash in between is resumed by the next
+// call.
+func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (bound, low map[int32]int64, err error) {
 	marker, removed, group := c.startGroup(name), c.removedGroup(name), c.group(name)
-	bound, err := c.committed(ctx, marker)
+	bound, low, err = c.committedMeta(ctx, marker)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gone, err := c.committed(ctx, removed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	have, err := c.committed(ctx, group)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	recreated := len(gone) > 0
 	switch {
 	case len(bound) > 0: // a catch-up under way
 	case len(have) > 0 && !recreated:
-		return nil, nil // it exists: it resumes where it stopped
-	case len(have) == 0 && from.Latest():
-		return nil, c.deleteGroup(ctx, removed) // new: as Consume
+		return nil, nil, nil // it exists: it resumes where it stopped
+	case !recreated && from.Latest():
+		return nil, nil, nil // new: as Consume
 	default:
 		ends, err := c.adm.ListEndOffsets(ctx, c.topic)
 		if err == nil {
 			err = ends.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing end offsets: %w", err)
+			return nil, nil, fmt.Errorf("listing end offsets: %w", err)
 		}
 		bound = map[int32]int64{}
 		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = o.Offset })
-		if err := c.commitOffsets(ctx, marker, bound); err != nil {
-			return nil, err
+		if recreated && len(have) == 0 && from.Latest() {
+			// It never committed: what it had were the records routed to it (its group
+			// reads them from the start); what it missed, those stored since its removal.
+			low = gone
+		}
+		if err := c.commitMarker(ctx, marker, bound, low); err != nil {
+			return nil, nil, err
 		}
 	}
 	if !from.Latest() && (len(have) == 0 || recreated) {
@@ -171,20 +214,64 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 			err = starts.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing start offsets: %w", err)
+			return nil, nil, fmt.Errorf("listing start offsets: %w", err)
 		}
 		at := map[int32]int64{}
 		starts.Each(func(o kadm.ListedOffset) { at[o.Partition] = o.Offset })
 		if err := c.commitOffsets(ctx, group, at); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if recreated {
 		if err := c.deleteGroup(ctx, removed); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return bound, nil
+	return bound, low, nil
+}
+
+// lowMeta prefixes the metadata of a catch-up marker's offset that records where the
+// catch-up begins on that partition.
+const lowMeta = "low="
+
+// commitMarker commits a catch-up's bounds to its marker group: bound as the offsets,
+// low (if any) in their metadata.
+func (c *Channel) commitMarker(ctx context.Context, marker string, bound, low map[int32]int64) error {
+	meta := map[int32]string{}
+	for p, at := range low {
+		meta[p] = lowMeta + strconv.FormatInt(at, 10)
+	}
+	return c.commitOffsetsMeta(ctx, marker, bound, meta)
+}
+
+// committedMeta returns a catch-up marker's bounds (commitMarker); low is nil when none
+// was recorded.
+func (c *Channel) committedMeta(ctx context.Context, marker string) (bound, low map[int32]int64, err error) {
+	rs, err := c.adm.FetchOffsets(ctx, marker)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the offsets of group %s: %w", marker, err)
+	}
+	for p, o := range rs[c.topic] {
+		if o.Err != nil || o.At < 0 {
+			continue
+		}
+		if bound == nil {
+			bound = map[int32]int64{}
+		}
+		bound[p] = o.At
+		if v, ok := strings.CutPrefix(o.Metadata, lowMeta); ok {
+			if at, err := strconv.ParseInt(v, 10, 64); err == nil {
+				if low == nil {
+					low = map[int32]int64{}
+				}
+				low[p] = at
+			}
+		}
+	}
+	return bound, low, nil
 }
 
 // removedGroup is the consumer group whose existence says that the subscription called
@@ -192,10 +279,21 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 func (c *Channel) removedGroup(name string) string { return c.group(name) + "/removed" }
 
 // markRemoved records that the subscription called name was removed: its group stays,
-// so that a trigger re-created with its name resumes where it stopped. A catch-up under
-// way is dropped: the re-created one catches up from its commit.
+// so that a trigger re-created with its name resumes where it stopped. The marker's
+// offsets are the topic's end offsets now: a re-created one whose group never committed
+// catches up from there. A catch-up under way is dropped: the re-created one catches up
+// from its commit.
 func (c *Channel) markRemoved(ctx context.Context, name string) error {
-	if err := c.commitOffsets(ctx, c.removedGroup(name), map[int32]int64{0: 0}); err != nil {
+	ends, err := c.adm.ListEndOffsets(ctx, c.topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing end offsets: %w", err)
+	}
+	at := map[int32]int64{0: 0} // a group needs an offset to exist
+	ends.Each(func(o kadm.ListedOffset) { at[o.Partition] = o.Offset })
+	if err := c.commitOffsets(ctx, c.removedGroup(name), at); err != nil {
 		return err
 	}
 	return c.deleteGroup(ctx, c.startGroup(name))
@@ -211,9 +309,15 @@ func (c *Channel) deleteGroup(ctx context.Context, group string) error {
 
 // commitOffsets commits offs on the topic for group, a group without members.
 func (c *Channel) commitOffsets(ctx context.Context, group string, offs map[int32]int64) error {
+	return c.commitOffsetsMeta(ctx, group, offs, nil)
+}
+
+// commitOffsetsMeta commits offs on the topic, with meta's metadata, for group, a group
+// without members.
+func (c *Channel) commitOffsetsMeta(ctx context.Context, group string, offs map[int32]int64, meta map[int32]string) error {
 	os := kadm.Offsets{}
 	for p, at := range offs {
-		os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1})
+		os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1, Metadata: meta[p]})
 	}
 	rs, err := c.adm.CommitOffsets(ctx, group, os)
 	if err == nil {
@@ -228,11 +332,14 @@ func (c *Channel) commitOffsets(ctx context.Context, group string, offs map[int3
 // catches reports whether r, not routed to the subscription, is one of its catch-up's.
 // Called with k.mu held.
 func (k *consumer) catches(r *kgo.Record) bool {
-	cu := k.catch
+	cu := k.catch.Load()
 	if cu == nil || cu.done.Load() {
 		return false
 	}
 	if b, ok := cu.bound[r.Partition]; !ok || r.Offset >= b {
+		return false
+	}
+	if l, ok := cu.low[r.Partition]; ok && r.Offset < l {
 		return false
 	}
 	return cu.match(channel.Stored{Event: decodeRecord(r), Time: r.Timestamp, Subscriptions: routes(r)})
@@ -241,7 +348,7 @@ func (k *consumer) catches(r *kgo.Record) bool {
 // checkCaughtUp deletes the catch-up's marker group once the subscription's group has
 // committed, on every partition, at least its bound.
 func (k *consumer) checkCaughtUp(ctx context.Context) {
-	cu := k.catch
+	cu := k.catch.Load()
 	if cu == nil || cu.done.Load() {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,4 +195,81 @@ func TestConsumeFromUnreachable(t *testing.T) {
 	if _, err := c.ConsumeFrom(ctx, "earliest", channel.StartFrom{Earliest: true, Match: evenIDs}); !errors.Is(err, channel.ErrUnavailable) {
 		t.Fatalf("ConsumeFrom earliest on an unreachable cluster: %v, want ErrUnavailable", err)
 	}
+}
+
+// TestRecreatedBeforeCommit: a subscription removed before its group committed anything,
+// then re-created from latest, gets the events its filter matches that were stored while
+// it was gone, and not those stored before (nor while it existed, routed elsewhere).
+func TestRecreatedBeforeCommit(t *testing.T) {
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	channeltest.Publish(t, c, []string{"other"}, ev("e0"), ev("e2"))
+	latest := channel.StartFrom{Match: evenIDs}
+	if _, err := c.ConsumeFrom(ctx, "t", latest); err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, ev("e4")) // while it exists: routing decides
+	if err := c.Remove(ctx, "t"); err != nil {             // before any commit
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, ev("e6"), ev("e7")) // while it is gone
+	k, err := c.ConsumeFrom(ctx, "t", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"t"}, ev("e9"))
+	receiveIDs(t, k, 2*time.Second, []string{"e6", "e9"}, "e6", "e9")
+}
+
+// TestConsumeFromLatestNeedsNoAnswer: ConsumeFrom latest does not ask the cluster in the
+// call (the broker opens its triggers one after another, under its lock): on a cluster
+// that accepts connections and never answers it returns; with its context already ended
+// (no answer in time), a re-created subscription still catches up with the events stored
+// while it was gone, looked for by its consumer.
+func TestConsumeFromLatestNeedsNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open and silent until ln closes
+		}
+	}()
+	silent, err := kafka.New(channeltest.Ctx(t, 5*time.Second), "ns/silent", kafka.WithSeedBrokers(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := silent.ConsumeFrom(channeltest.Ctx(t, 60*time.Second), fmt.Sprintf("t%d", i), channel.StartFrom{Match: evenIDs}); err != nil {
+			t.Fatalf("ConsumeFrom latest on a silent cluster: %v", err)
+		}
+	}
+	_ = silent.Close()
+
+	c, _ := newChannel(t)
+	ctx := channeltest.Ctx(t, 90*time.Second)
+	latest := channel.StartFrom{Match: evenIDs}
+	k, err := c.ConsumeFrom(ctx, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"re"}, ev("e0"))
+	channeltest.AckAll(t, channeltest.ReceiveN(t, k, 1, 30*time.Second))
+	if err := c.Remove(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, ev("e2"), ev("e3")) // while it is gone
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	k, err = c.ConsumeFrom(ended, "re", latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveIDs(t, k, time.Second, []string{"e2"}, "e2")
 }

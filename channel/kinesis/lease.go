@@ -72,6 +72,7 @@ type lease struct {
 	owner   string // "" when free
 	counter int64
 	check   shardCheck
+	paused  bool // an item of the trigger flags (state.go)
 }
 
 // newOwner returns a replica's owner id: host, pid and a random suffix, unique per Channel.
@@ -182,6 +183,9 @@ func decodeLease(item map[string]types.AttributeValue) (lease, error) {
 	}
 	if v, ok := item[attrSkip].(*types.AttributeValueMemberSS); ok {
 		l.check.Skip = v.Value
+	}
+	if v, ok := item[attrPaused].(*types.AttributeValueMemberBOOL); ok {
+		l.paused = v.Value
 	}
 	return l, nil
 }

@@ -34,8 +34,9 @@ func (c *Channel) Retention(ctx context.Context) (time.Duration, error) {
 // the children a split or merge made of them): records of one partition key come in the
 // order they were stored. Each shard is read from its oldest record (records before from
 // are read and skipped) until a record arrived at or after to, its end (a closed shard),
-// or its tip as the replay reaches it. One page of records (replayPage) is held at once. Records that are not
-// Sluice frames are skipped.
+// or its tip as the replay reaches it. One page of records (replayPage) is held at once.
+// Records that are not Sluice frames are skipped. A replay held longer than a shard
+// iterator lives (5 minutes) goes on after the last record it read with a new iterator.
 func (c *Channel) Replay(ctx context.Context, from, to time.Time) iter.Seq2[channel.Stored, error] {
 	return func(yield func(channel.Stored, error) bool) {
 		fail := func(what string, err error) {
@@ -79,17 +80,42 @@ func (c *Channel) replayShard(ctx context.Context, id string, from, to time.Time
 		return false
 	}
 	iter := it.ShardIterator
+	var last *string // sequence number of the last record read
+	fresh := true    // iter was just handed out: its expiry is not renewed again
 	for iter != nil {
 		out, err := c.api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(replayPage)})
+		var expired *types.ExpiredIteratorException
+		if err != nil && errors.As(err, &expired) && !fresh && ctx.Err() == nil {
+			// Held longer than an iterator lives (5 minutes: a paused trigger, a low
+			// rate): go on after the last record read with a new one.
+			in := &kinesis.GetShardIteratorInput{StreamName: aws.String(c.stream), ShardId: aws.String(id),
+				ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+			if last != nil {
+				in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, last
+			}
+			it, err := c.api.GetShardIterator(ctx, in)
+			if err != nil {
+				fail("shard iterator of "+id+" after its iterator expired", err)
+				return false
+			}
+			iter, fresh = it.ShardIterator, true
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				yield(channel.Stored{}, ctx.Err())
 				return false
 			}
+			if expired != nil {
+				fail("reading shard "+id+": its new shard iterator expired at once", err)
+				return false
+			}
 			fail("reading shard "+id, err)
 			return false
 		}
+		fresh = false
 		for _, r := range out.Records {
+			last = r.SequenceNumber
 			at := aws.ToTime(r.ApproximateArrivalTimestamp)
 			if !at.Before(to) {
 				return true

@@ -16,7 +16,7 @@ import (
 
 // BenchmarkPublish measures Publish of one 2 KiB event per call from many goroutines,
 // each call waiting for RabbitMQ's confirm, as concurrent ingress requests do: to one
-// subscription, and to three (one message, the others in BCC), on quorum and classic
+// subscription, and to three (one message each), on quorum and classic
 // queues. Nothing consumes: the queues grow by b.N messages.
 func BenchmarkPublish(b *testing.B) {
 	for _, qt := range []string{rabbitmq.QueueQuorum, rabbitmq.QueueClassic} {

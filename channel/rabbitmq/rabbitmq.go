@@ -7,9 +7,9 @@
 // The exchange is "<prefix>.<namespace>.<name>" and a subscription's queue
 // "<exchange>/<subscription>" (durable, a quorum queue unless WithQueueType says
 // classic), bound with the subscription's name as its routing key. Publish sends one
-// persistent message per event: its routing key is the first subscription ingress
-// routed it to, and the BCC header lists the others, so RabbitMQ stores a copy in each of
-// their queues and nothing in the others' (sender-selected distribution). Messages are
+// persistent message per event and subscription ingress routed it to, the subscription's
+// name as its routing key, so RabbitMQ stores a copy in each of their queues and nothing
+// in the others'. Messages are
 // CloudEvents in binary mode as Knative's RabbitMQ broker writes them: "ce-<name>"
 // headers, datacontenttype as the content-type property, data as the body.
 //
@@ -21,8 +21,12 @@
 // blocked by a memory or disk alarm, or lost before the confirms, and a context that
 // ends first, fail with channel.ErrUnavailable. Messages of a failed call may be stored
 // in some queues: they are delivered like any other (at-least-once). Publish declares a
-// subscription's queue before its first message to it, so that no event is routed to a
-// queue that does not exist yet (RabbitMQ would drop it).
+// subscription's queue before its first message to it (again after each new connection),
+// so that no event is routed to a queue that does not exist yet. Messages are published
+// mandatory: one whose queue was deleted since (another replica's Remove, an operator)
+// comes back from RabbitMQ instead of being dropped, and Publish declares the queue again
+// and sends it again, up to maxRounds times in all before failing with
+// channel.ErrUnavailable naming the queue.
 //
 // Each consumer takes its queue with a prefetch of WithPrefetch messages (default 1,024)
 // and acknowledges each message when it is settled. Release returns a message to its
@@ -48,6 +52,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +81,8 @@ type Channel struct {
 
 	mu        sync.Mutex
 	consumers map[string]*consumer
-	declared  map[string]bool // queues declared (they outlive connections)
+	declared  map[string]bool          // queues declared (they outlive connections)
+	removing  map[string]chan struct{} // Remove under way: closed when it ends
 	closed    bool
 
 	life context.Context // ends at Close
@@ -115,6 +121,7 @@ func New(_ context.Context, brokerKey string, opts ...Option) (*Channel, error) 
 		changed:   make(chan struct{}),
 		consumers: make(map[string]*consumer),
 		declared:  make(map[string]bool),
+		removing:  make(map[string]chan struct{}),
 	}
 	c.life, c.end = context.WithCancel(context.Background())
 	s, err := c.dial()
@@ -223,8 +230,8 @@ func (c *Channel) ensureQueues(s *session, subs map[string]bool) error {
 	return nil
 }
 
-// Publish sends one message per envelope routed to at least one subscription and
-// returns once RabbitMQ confirmed all of them. See the package doc for its errors.
+// Publish sends one message per envelope and subscription it was routed to and returns
+// once RabbitMQ confirmed all of them. See the package doc for its errors.
 func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	c.mu.Lock()
 	closed := c.closed
@@ -234,7 +241,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	}
 	type out struct {
 		pub amqp.Publishing
-		key string
+		key string // the subscription
 	}
 	msgs := make([]out, 0, len(envs))
 	subs := map[string]bool{}
@@ -243,7 +250,7 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		if len(env.Subscriptions) == 0 {
 			continue
 		}
-		pub, key, size, err := encode(env)
+		pub, size, err := encode(env.Event)
 		if err != nil {
 			return err
 		}
@@ -253,8 +260,8 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		for _, s := range env.Subscriptions {
 			subs[s] = true
+			msgs = append(msgs, out{pub, s}) // MessageId differs, Headers and Body are shared
 		}
-		msgs = append(msgs, out{pub, key})
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -263,22 +270,83 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 	if s == nil {
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ is unreachable", nil)
 	}
-	blocked, blockedC := s.isBlocked()
-	if blocked {
+	if blocked, _ := s.isBlocked(); blocked {
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ blocks publishing (a memory or disk alarm)", nil)
 	}
 	if err := c.ensureQueues(s, subs); err != nil {
 		c.log.Warn("declare", "rabbitmq: cannot declare a queue", "exchange", c.exchange, "err", err)
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ refused the channel's queues", err)
 	}
-	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
-	for i, m := range msgs {
-		dc, err := s.pub.PublishWithDeferredConfirmWithContext(ctx, c.exchange, m.key, false, false, m.pub)
+	call := s.rets.begin()
+	defer s.rets.end(call)
+	todo := make([]int, len(msgs))
+	for i := range msgs {
+		todo[i] = i
+		msgs[i].pub.MessageId = messageID(call, i)
+	}
+	for round := 1; ; round++ {
+		if err := c.send(ctx, s, todo, func(i int) (string, amqp.Publishing) { return msgs[i].key, msgs[i].pub }); err != nil {
+			return err
+		}
+		returned := s.rets.taken(call)
+		if len(returned) == 0 {
+			break
+		}
+		// RabbitMQ routed these to no queue: their queues were deleted since this
+		// process declared them (another replica removed the trigger, an operator).
+		// Declare them again and send these messages again.
+		todo = todo[:0]
+		missing := map[string]bool{}
+		for i := range msgs {
+			if returned[i] {
+				todo = append(todo, i)
+				missing[msgs[i].key] = true
+			}
+		}
+		var names []string
+		c.mu.Lock()
+		for sub := range missing {
+			delete(c.declared, sub)
+			names = append(names, c.queue(sub))
+		}
+		c.mu.Unlock()
+		slices.Sort(names)
+		c.log.Warn("returned", "rabbitmq: RabbitMQ had no queue for messages; declaring the queues again",
+			"exchange", c.exchange, "queues", names, "round", round)
+		if round == maxRounds {
+			return channel.Refuse(channel.ErrUnavailable,
+				fmt.Sprintf("RabbitMQ has no queue for the events (%s) after declaring it again", strings.Join(names, ", ")),
+				fmt.Errorf("rabbitmq: %d messages to %s returned unroutable", len(todo), c.exchange))
+		}
+		if err := c.ensureQueues(s, missing); err != nil {
+			c.log.Warn("declare", "rabbitmq: cannot declare a queue", "exchange", c.exchange, "err", err)
+			return channel.Refuse(channel.ErrUnavailable, "RabbitMQ refused the channel's queues", err)
+		}
+	}
+	c.counted(envs)
+	return nil
+}
+
+// maxRounds bounds the rounds of one Publish: a message RabbitMQ returns (its queue was
+// deleted) is sent again once its queues are declared again.
+const maxRounds = 3
+
+// send publishes the messages of indices todo on s, mandatory, and waits for RabbitMQ's
+// confirms. See the package doc for its errors.
+func (c *Channel) send(ctx context.Context, s *session, todo []int, msg func(int) (string, amqp.Publishing)) error {
+	blocked, blockedC := s.isBlocked()
+	if blocked {
+		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ blocks publishing (a memory or disk alarm)", nil)
+	}
+	dcs := make([]*amqp.DeferredConfirmation, len(todo))
+	for j, i := range todo {
+		key, pub := msg(i)
+		dc, err := s.pub.PublishWithDeferredConfirmWithContext(ctx, c.exchange, key, true, false, pub)
 		if err != nil {
 			c.log.Warn("publish", "rabbitmq: publish failed", "exchange", c.exchange, "err", err)
 			return channel.Refuse(channel.ErrUnavailable, "the events could not be sent to RabbitMQ", fmt.Errorf("rabbitmq publish to %s: %w", c.exchange, err))
 		}
-		dcs[i] = dc
+		dcs[j] = dc
 	}
 	nacked := 0
 	for _, dc := range dcs {
@@ -305,7 +373,6 @@ func (c *Channel) Publish(ctx context.Context, envs []channel.Envelope) error {
 		}
 		return channel.Refuse(channel.ErrUnavailable, "RabbitMQ did not store the events", cause)
 	}
-	c.counted(envs)
 	return nil
 }
 
@@ -324,9 +391,15 @@ func (c *Channel) counted(envs []channel.Envelope) {
 
 // Consume returns the consumer of the subscription called name, declaring its queue
 // when RabbitMQ can be reached (otherwise the consumer declares it once connected). A
-// second call for an open subscription returns the same consumer.
-func (c *Channel) Consume(_ context.Context, name string) (channel.Consumer, error) {
+// second call for an open subscription returns the same consumer. While a Remove of name
+// is under way, Consume waits for it (until ctx ends) and then opens a new consumer on a
+// new queue: that Remove neither closes it nor deletes its queue.
+func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, error) {
 	c.mu.Lock()
+	if err := c.awaitRemove(ctx, name); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	if c.closed {
 		c.mu.Unlock()
 		return nil, channel.ErrClosed
@@ -351,13 +424,46 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
+// awaitRemove waits, with c.mu held (released meanwhile), until no Remove of name is
+// under way, or ctx ends.
+func (c *Channel) awaitRemove(ctx context.Context, name string) error {
+	for {
+		done := c.removing[name]
+		if done == nil {
+			return nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-done:
+			c.mu.Lock()
+		case <-ctx.Done():
+			c.mu.Lock()
+			return fmt.Errorf("%w: rabbitmq: subscription %s: waiting for its removal: %w", channel.ErrUnavailable, name, ctx.Err())
+		}
+	}
+}
+
 // Remove closes the subscription's consumer if open and deletes its queue, with the
 // events still in it — unless other consumers (other replicas whose configuration still
-// has the trigger) consume it: the last replica to remove it deletes it.
+// has the trigger) consume it: the last replica to remove it deletes it. It acts on the
+// consumer open when it is called only: Consume calls for name wait until it returns.
 func (c *Channel) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
+	if err := c.awaitRemove(ctx, name); err != nil { // one Remove of name at a time
+		c.mu.Unlock()
+		return err
+	}
 	k := c.consumers[name]
+	delete(c.consumers, name)
+	done := make(chan struct{})
+	c.removing[name] = done
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.removing, name)
+		c.mu.Unlock()
+		close(done)
+	}()
 	if k != nil {
 		_ = k.Close()
 	}

@@ -283,3 +283,124 @@ func TestBlocked(t *testing.T) {
 	}
 	channeltest.AckAll(t, got)
 }
+
+// TestPublishAfterQueueDeleted: a queue this process declared and another replica
+// deleted since (its Remove saw no consumer) is not trusted: RabbitMQ returns the
+// unroutable message, Publish declares the queue again and sends it again, and the
+// event arrives. A message of the same batch whose queue exists arrives once.
+func TestPublishAfterQueueDeleted(t *testing.T) {
+	u := rabbitmqtest.URL(t)
+	prefix := fmt.Sprintf("deleted-%d", rand.Uint32())
+	open := func() *rabbitmq.Channel {
+		c, err := rabbitmq.New(context.Background(), "ns/b", rabbitmq.WithURL(u), rabbitmq.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := open(), open()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	channeltest.Publish(t, a, []string{"t"}, channeltest.Event("e1")) // declares t's queue
+	channeltest.Publish(t, a, []string{"u"}, channeltest.Event("u1")) // and u's
+	if err := b.Remove(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Publish(ctx, []channel.Envelope{
+		{Event: channeltest.Event("e2"), Subscriptions: []string{"t"}},
+		{Event: channeltest.Event("u2"), Subscriptions: []string{"u"}},
+		{Event: channeltest.Event("e3"), Subscriptions: []string{"t", "u"}},
+	})
+	if err != nil {
+		t.Fatalf("Publish after t's queue was deleted: %v", err)
+	}
+	kt, ku := channeltest.Consume(t, a, "t"), channeltest.Consume(t, a, "u")
+	got := func(k channel.Consumer, n int) []string {
+		ms := channeltest.ReceiveN(t, k, n, 20*time.Second)
+		channeltest.AckAll(t, ms)
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.Event().ID)
+		}
+		return ids
+	}
+	if ids := got(kt, 2); strings.Join(ids, ",") != "e2,e3" {
+		t.Errorf("t's queue holds %v, want e2, e3 (e1 went with the deleted queue)", ids)
+	}
+	if ids := got(ku, 3); strings.Join(ids, ",") != "u1,u2,e3" {
+		t.Errorf("u's queue holds %v, want u1, u2, e3", ids)
+	}
+	channeltest.ExpectNothing(t, kt, time.Second)
+	channeltest.ExpectNothing(t, ku, time.Second)
+}
+
+// TestConsumeDuringRemove: a subscription opened again while its Remove is under way (a
+// trigger added back while its old self's queue is being deleted; here Remove waits for
+// the connection) is not the consumer Remove closes, nor the queue it deletes: Consume
+// waits for the Remove, then opens a new queue, and what is published to it afterwards
+// is delivered.
+func TestConsumeDuringRemove(t *testing.T) {
+	u := rabbitmqtest.URL(t)
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, pu.Host)
+	c, err := rabbitmq.New(context.Background(), "ns/readd", rabbitmq.WithURL(p.through(t, u)),
+		rabbitmq.WithPrefix(fmt.Sprintf("readd-%d", rand.Uint32())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	old := channeltest.Consume(t, c, "t")
+	channeltest.Publish(t, c, []string{"t"}, channeltest.Event("old"))
+
+	p.setDown(true)
+	p.cut()
+	sluicetest.Eventually(t, 20*time.Second, "the connection is lost", func() bool {
+		return c.Check(context.Background()) != nil
+	})
+	removed := make(chan error, 1)
+	go func() { removed <- c.Remove(ctx, "t") }() // waits for the connection
+	type opened struct {
+		k   channel.Consumer
+		err error
+	}
+	reopened := make(chan opened, 1)
+	go func() {
+		for { // Remove first: it closes the old consumer once under way
+			if _, err := old.Receive(ctx); errors.Is(err, channel.ErrClosed) || ctx.Err() != nil {
+				break
+			}
+		}
+		k, err := c.Consume(ctx, "t")
+		reopened <- opened{k, err}
+	}()
+	select {
+	case o := <-reopened:
+		t.Fatalf("Consume returned (%v) while the subscription's Remove was under way", o.err)
+	case err := <-removed:
+		t.Fatalf("Remove returned (%v) without a connection", err)
+	case <-time.After(2 * time.Second): // Consume only given a chance to be early
+	}
+
+	p.setDown(false)
+	if err := <-removed; err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	var o opened
+	select {
+	case o = <-reopened:
+	case <-ctx.Done():
+		t.Fatal("Consume never returned after the Remove")
+	}
+	if o.err != nil {
+		t.Fatalf("Consume after the Remove: %v", o.err)
+	}
+	channeltest.Publish(t, c, []string{"t"}, channeltest.Event("new"))
+	if m := channeltest.ReceiveN(t, o.k, 1, 20*time.Second)[0]; m.Event().ID != "new" {
+		t.Fatalf("the reopened subscription got %s, want new (old went with the removed queue)", m.Event().ID)
+	}
+	channeltest.ExpectNothing(t, o.k, time.Second)
+}

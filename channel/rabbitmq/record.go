@@ -13,13 +13,12 @@ import (
 // Messages hold events in binary mode as Knative's RabbitMQ broker writes them: each
 // attribute and extension is a header "ce-<name>" with a string value, datacontenttype
 // is the message's content-type property, and the data is the body. Messages are
-// persistent (delivery mode 2). The routing key is the first subscription the event was
-// routed to; the others are in the BCC header, which RabbitMQ routes by like the key and
-// removes before storing (sender-selected distribution): one message is published,
-// and each subscription's queue stores its copy.
+// persistent (delivery mode 2). Publish sends one message per subscription the event was
+// routed to, with the subscription's name as its routing key (not one message with the
+// others in a BCC header: RabbitMQ returns a mandatory message only when it reaches no
+// queue at all, so a BCC copy whose queue is gone would be dropped unseen).
 const (
 	headerPrefix = "ce-"
-	headerBCC    = "BCC"
 	// maxHeaderName is AMQP's limit on a header (table key) name: a short string.
 	maxHeaderName = 255
 	// overhead approximates the bytes of a message beyond its headers' text and body
@@ -27,10 +26,9 @@ const (
 	overhead = 256
 )
 
-// encode returns the publishing that stores env, its routing key, and its size (body
-// and headers), or a refusal when a name cannot be written.
-func encode(env *channel.Envelope) (amqp.Publishing, string, int, error) {
-	e := env.Event
+// encode returns the publishing that stores e and its size (body and headers), or a
+// refusal when a name cannot be written.
+func encode(e *event.Event) (amqp.Publishing, int, error) {
 	h := make(amqp.Table, len(e.Extensions)+8)
 	size := overhead + len(e.Data) + len(e.DataContentType)
 	add := func(name, v string) {
@@ -48,25 +46,17 @@ func encode(env *channel.Envelope) (amqp.Publishing, string, int, error) {
 	}
 	for _, x := range e.Extensions {
 		if len(headerPrefix)+len(x.Name) > maxHeaderName {
-			return amqp.Publishing{}, "", 0, channel.Refuse(channel.ErrTooLarge,
+			return amqp.Publishing{}, 0, channel.Refuse(channel.ErrTooLarge,
 				fmt.Sprintf("an extension name is %d bytes, over RabbitMQ's %d-byte header names", len(x.Name), maxHeaderName-len(headerPrefix)), nil)
 		}
 		add(x.Name, x.Value)
-	}
-	if len(env.Subscriptions) > 1 {
-		bcc := make([]any, len(env.Subscriptions)-1)
-		for i, s := range env.Subscriptions[1:] {
-			bcc[i] = s
-			size += len(s) + 5
-		}
-		h[headerBCC] = bcc
 	}
 	return amqp.Publishing{
 		Headers:      h,
 		ContentType:  e.DataContentType,
 		DeliveryMode: amqp.Persistent,
 		Body:         e.Data,
-	}, env.Subscriptions[0], size, nil
+	}, size, nil
 }
 
 // decode returns the event a delivery holds. Header values that are not strings (another

@@ -16,6 +16,7 @@ import (
 type session struct {
 	conn *amqp.Connection
 	pub  *amqp.Channel
+	rets *returns // the messages RabbitMQ returns on pub
 	// blocked is set while RabbitMQ blocks the connection's publishers (a memory or disk
 	// alarm); blockedC is closed when a block starts, for Publish calls waiting.
 	blocked  *atomic.Bool
@@ -48,24 +49,30 @@ func (c *Channel) dial() (*session, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	if s.pub, err = openPub(conn); err != nil {
+	if s.pub, s.rets, err = openPub(conn); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
+	// Queues may have been deleted while the connection was down: declare them again
+	// before the next message to each.
+	c.mu.Lock()
+	clear(c.declared)
+	c.mu.Unlock()
 	return s, nil
 }
 
-// openPub opens a publishing channel in confirm mode on conn.
-func openPub(conn *amqp.Connection) (*amqp.Channel, error) {
+// openPub opens a publishing channel in confirm mode on conn, and follows the messages
+// RabbitMQ returns on it.
+func openPub(conn *amqp.Connection) (*amqp.Channel, *returns, error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("opening a channel: %w", err)
+		return nil, nil, fmt.Errorf("opening a channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
 		_ = ch.Close()
-		return nil, fmt.Errorf("confirm mode: %w", err)
+		return nil, nil, fmt.Errorf("confirm mode: %w", err)
 	}
-	return ch, nil
+	return ch, newReturns(ch), nil
 }
 
 // declareExchange declares the broker's direct exchange (durable) on a channel of its
@@ -187,8 +194,9 @@ func (c *Channel) watch(s *session, connClosed <-chan *amqp.Error, blockings <-c
 			// A publish to a missing exchange (deleted by hand) closes the channel too.
 			perr := c.declareExchange(s.conn)
 			var pub *amqp.Channel
+			var rets *returns
 			if perr == nil {
-				pub, perr = openPub(s.conn)
+				pub, rets, perr = openPub(s.conn)
 			}
 			if perr != nil {
 				c.log.Warn("pub", "rabbitmq: cannot reopen the publishing channel; reconnecting", "exchange", c.exchange, "err", perr)
@@ -196,7 +204,7 @@ func (c *Channel) watch(s *session, connClosed <-chan *amqp.Error, blockings <-c
 				_ = s.conn.Close()
 				return nil
 			}
-			s = &session{conn: s.conn, pub: pub, blocked: s.blocked, blockedC: s.blockedC}
+			s = &session{conn: s.conn, pub: pub, rets: rets, blocked: s.blocked, blockedC: s.blockedC}
 			c.setSession(s)
 			pubClosed = s.pub.NotifyClose(make(chan *amqp.Error, 1))
 		}

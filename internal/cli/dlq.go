@@ -24,6 +24,7 @@ type dlqFlags struct {
 	maxEntries int
 	maxBytes   bytesize.Size
 	maxAge     time.Duration
+	memory     bytesize.Size // 0: a quarter of --memory-limit
 }
 
 func (f *dlqFlags) register(fl *pflag.FlagSet) {
@@ -31,6 +32,15 @@ func (f *dlqFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxEntries, "dlq-max-entries", dlq.DefaultMaxEntries, "dead letters kept per trigger that has no deadLetterSink; past it the oldest are evicted (0: keep none, log and drop them; see docs/operations.md)")
 	fl.Var(&f.maxBytes, "dlq-max-bytes", "bytes of dead letters kept per trigger; past it the oldest are evicted")
 	fl.DurationVar(&f.maxAge, "dlq-max-age", dlq.DefaultMaxAge, "how long a dead letter is kept")
+	fl.Var(&f.memory, "dlq-memory-limit", "bytes of dead letters kept in memory, all triggers together (the store of brokers whose channel keeps none); past it the oldest are evicted (default: a quarter of --memory-limit)")
+}
+
+// memoryTotal is --dlq-memory-limit, or a quarter of memoryLimit (--memory-limit).
+func (f *dlqFlags) memoryTotal(memoryLimit int64) int64 {
+	if f.memory > 0 {
+		return int64(f.memory)
+	}
+	return max(memoryLimit/4, 1)
 }
 
 // limits are the flags as the broker's store limits.
@@ -45,14 +55,17 @@ func newDLQCmd() *cobra.Command {
 		Long: `A trigger's events that fail for good when neither it nor its broker has a
 deadLetterSink are kept in its dead-letter store, with the attempts made, the last
 status and the start of the last response: in the durable channel's backend on
-JetStream (every replica sees the same store), in memory otherwise. The store is
-bounded per trigger (sluice serve --dlq-max-entries, --dlq-max-bytes, --dlq-max-age);
-the oldest are evicted first.
+JetStream and Kafka (every replica sees the same store), in memory otherwise. The store
+is bounded per trigger (sluice serve --dlq-max-entries, --dlq-max-bytes, --dlq-max-age),
+in memory also for all triggers together (--dlq-memory-limit); the oldest are evicted
+first.
 
 'redrive' delivers them once more with the trigger's delivery spec, within its caps
 and not while it is paused; each leaves the store only once that delivery is settled
-(delivered, or stored again as a new dead letter). redrive and purge need the server's
---ops-token-file (403 without it). See docs/operations.md, "Dead-letter store".`,
+(delivered, or stored again as a new dead letter). 'purge' of all of them stops a
+redrive. list, redrive and purge need the server's
+--ops-token-file (403 without it): a listing shows the events' data. See
+docs/operations.md, "Dead-letter store".`,
 	}
 	cmd.AddCommand(newDLQListCmd(), newDLQActionCmd("redrive"), newDLQActionCmd("purge"))
 	return cmd
@@ -121,6 +134,9 @@ func newDLQListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			if cmd.Flags().Changed("limit") && (limit < 1 || limit > dlq.MaxPage) {
+				return fmt.Errorf("--limit %d: want 1 to %d", limit, dlq.MaxPage)
 			}
 			q := url.Values{}
 			if after > 0 {
@@ -197,6 +213,9 @@ func newDLQActionCmd(action string) *cobra.Command {
 		Example: "  sluice dlq " + action + " --addr 127.0.0.1:8080 --trigger default/my-trigger --ops-token-file ops.token\n  sluice dlq " + action + " --trigger default/my-trigger --id 12 --id 13",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("rate") && (perSec < 1 || perSec > broker.MaxRedriveRate) {
+				return fmt.Errorf("--rate %d: want 1 to %d", perSec, broker.MaxRedriveRate)
+			}
 			q := url.Values{}
 			for _, id := range ids {
 				q.Add("id", strconv.FormatUint(uint64(id), 10))

@@ -228,7 +228,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
 		broker.WithMaxStoring(f.maxStoring), broker.WithDedupEntries(f.dedupEntries),
 		broker.WithDenyEgress(f.denyEgress),
-		broker.WithDLQ(f.dlq.limits()),
+		broker.WithDLQ(f.dlq.limits()), broker.WithDLQMemoryLimit(f.dlq.memoryTotal(int64(f.memoryLimit))),
 		broker.WithOpsGuarded(f.security.opsTokenFile != ""), // pause and resume need the token: 403 without the flag
 	)...)
 	if err != nil {

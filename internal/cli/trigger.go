@@ -71,6 +71,9 @@ func newTriggerActionCmd(action string) *cobra.Command {
 			state := "delivering"
 			if st.Paused {
 				state = "paused"
+				if action == "resume" { // the API's pause is cleared, not the annotation's
+					state += " (by " + strings.Join(st.PausedBy, ", ") + ": a resume clears only a pause sent through the API)"
+				}
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "trigger %s: %s\n", st.Trigger, state)
 			return err
