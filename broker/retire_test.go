@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +20,12 @@ import (
 func TestReaddDuringRetire(t *testing.T) {
 	tests := []struct {
 		name    string
-		removes int // reloads that remove and add it back before the retirement ends
+		removes int  // reloads that remove and add it back before the retirement ends
+		ordered bool // the new dispatcher starts once the old one has settled what it held
 	}{
-		{"reverted once", 1},
-		{"reverted twice", 2},
+		{"reverted once", 1, false},
+		{"reverted twice", 2, false},
+		{"ordered", 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,7 +39,11 @@ func TestReaddDuringRetire(t *testing.T) {
 			}
 			defer shutdownWithin(s, 30*time.Second)
 			ctx := context.Background()
-			with := loadConfig(t, plainBroker()+triggerDoc("h", "type.h", sub.URL))
+			doc := triggerDoc("h", "type.h", sub.URL)
+			if tt.ordered {
+				doc = strings.Replace(doc, "namespace: ns}", "namespace: ns, annotations: {kafka.eventing.knative.dev/delivery.order: ordered}}", 1)
+			}
+			with := loadConfig(t, plainBroker()+doc)
 			if err := s.Apply(ctx, with); err != nil {
 				t.Fatal(err)
 			}

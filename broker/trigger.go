@@ -122,6 +122,9 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		return nil
 	}
 	after := b.reclaim(name)
+	if !tc.Ordered {
+		after = nil // both dispatchers may take from the queue: no order to keep
+	}
 	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)), after)
 	if err != nil {
 		return err
@@ -186,7 +189,7 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFl
 // b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
 // ctx (a reload's): it runs until stopped.
 // Its dispatcher runs once after is closed (nil: at once): the previous dispatcher of
-// the same queue has returned.
+// the same queue, still settling what it held, has returned (an ordered trigger).
 func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool, after <-chan struct{}) (*trigger, error) {
 	cons, err := b.consume(ctx, name, tc) // replay.go: sluice.dev/start-from
 	if err != nil {
@@ -218,7 +221,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 	b.runs.Go(func() {
 		defer close(t.done)
 		if after != nil {
-			select { // one dispatcher at a time on a queue: an ordered trigger stays ordered
+			select { // one dispatcher at a time on an ordered trigger's queue
 			case <-after:
 			case <-rctx.Done():
 				return
@@ -265,7 +268,7 @@ type leaving struct {
 
 // reclaim prepares the start of the trigger called name: if a reload removed it and its
 // retirement still runs, the retirement keeps its queue, and reclaim returns the channel
-// closed when the old dispatcher has returned (the new one starts after it). If the
+// closed when the old dispatcher has returned (an ordered trigger starts after it). If the
 // retirement is already deleting the queue, reclaim waits for that (bounded by
 // removeTimeout), so that the new trigger opens a new queue rather than the closing one.
 // It returns nil when nothing of that name is leaving. Called with b.mu held.
@@ -313,23 +316,15 @@ func (b *Broker) retire(lv *leaving) int {
 	b.mu.Unlock()
 	if reclaimed {
 		if left > 0 && !b.durable {
-			b.log.Error("trigger added back: events its old dispatcher held were released", "trigger", t.key, "undelivered", left)
+			b.log.Error("trigger removed and added back: events its old dispatcher held were released", "trigger", t.key, "undelivered", left)
 		} else {
-			b.log.Info("trigger added back before its retirement ended: it keeps its queue", "trigger", t.key)
+			b.log.Info("trigger removed and added back before its retirement ended: it keeps its queue", "trigger", t.key)
 		}
 		if b.durable {
 			return 0 // released messages stay stored, for the new dispatcher
 		}
 		return left
 	}
-	defer func() {
-		b.mu.Lock()
-		if b.leaving[t.key] == lv {
-			delete(b.leaving, t.key)
-		}
-		b.mu.Unlock()
-	}()
-	defer close(lv.removed)
 	if b.durable { // released messages are part of the backend's lag
 		left = max(left, t.consumer.Len())
 	} else {
@@ -341,7 +336,14 @@ func (b *Broker) retire(lv *leaving) int {
 		b.log.Warn("removing the trigger's queue", "trigger", t.key, "err", err)
 	}
 	t.forget(b.srv)
-	b.forgetDLQ(t.key) // dlq.go
+	// A reload adding it back waits for this, holding b.mu: close first, then lock.
+	close(lv.removed)
+	b.mu.Lock()
+	if b.leaving[t.key] == lv {
+		delete(b.leaving, t.key)
+	}
+	b.mu.Unlock()
+	b.forgetDLQ(t.key) // dlq.go: it takes b.mu; the dead letters stay if the trigger runs again
 	if left > 0 {
 		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
 	} else {
