@@ -36,6 +36,7 @@ type Broker struct {
 	isKnBr  bool // a Broker (TTL applies), not a Channel
 	durable bool // channel.IsDurable(ch): stored events outlive the process
 	ch      channel.Channel
+	chName  string // "the NAME channel" it runs on, or the server's default, for messages
 	index   atomic.Pointer[filter.Index]
 	log     *slog.Logger
 	refused *ratelog.Logger // requests refused: not stored by the channel (ingress.go), unauthorized (authorize.go)
@@ -56,6 +57,7 @@ type Broker struct {
 
 	mu       sync.Mutex
 	triggers map[string]*trigger
+	leaving  map[string]*leaving // triggers a reload removed, until their retirement ends (trigger.go)
 	// live is triggers as apply left them, sorted by key: the backlog verdict reads it on
 	// the ingress path every millisecond, without b.mu, a copy or a sort (admission.go).
 	live atomic.Pointer[[]*trigger]

@@ -206,6 +206,9 @@ func parseReplay(r *http.Request, now time.Time) (replayParams, error) {
 		if p.to, err = time.Parse(time.RFC3339, v); err != nil {
 			return p, fmt.Errorf("to: %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", v)
 		}
+		// A replay reads what was stored before it started: a window open into the future
+		// would never end under steady traffic, and deliver live events as replayed.
+		p.to = earliest(p.to, now)
 	}
 	if !p.from.Before(p.to) {
 		return p, fmt.Errorf("from: %s is not before to (%s)", p.from.Format(time.RFC3339), p.to.Format(time.RFC3339))
@@ -217,6 +220,14 @@ func parseReplay(r *http.Request, now time.Time) (replayParams, error) {
 		}
 	}
 	return p, nil
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // findRunning returns the broker running the trigger or subscription key, and the
@@ -266,7 +277,7 @@ func (s *Server) serveReplay(w http.ResponseWriter, r *http.Request, ns, name st
 	}
 	rp, ok := b.ch.(channel.Replayer)
 	if !ok {
-		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: the memory channel keeps no delivered events to read back", http.StatusBadRequest)
+		http.Error(w, "replay of trigger "+key+": broker "+b.key+"'s channel does not replay: "+b.chName+" keeps no delivered events to read back; replay needs the jetstream, kafka or kinesis channel with the broker's sluice.dev/retention", http.StatusBadRequest)
 		return
 	}
 	ret, err := rp.Retention(r.Context())

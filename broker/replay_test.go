@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,10 +13,11 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/memory"
+	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/event"
 )
 
-// TestParseReplay: from is required, to defaults to now, rate to DefaultReplayRate and
+// TestParseReplay: from is required, to defaults to now (and is never later), rate to DefaultReplayRate and
 // is bounded; every error names its parameter.
 func TestParseReplay(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -27,6 +29,8 @@ func TestParseReplay(t *testing.T) {
 	}{
 		{"from=2026-11-27T10:00:00Z", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", DefaultReplayRate, ""},
 		{"from=2026-11-27T10:00:00Z&to=2026-11-27T11:00:00%2B00:30&rate=5", "2026-11-27T10:00:00Z", "2026-11-27T10:30:00Z", 5, ""},
+		{"from=2026-11-27T10:00:00Z&to=2026-11-28T12:00:00Z", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", DefaultReplayRate, ""}, // to: at most now
+		{"from=2026-11-27T13:00:00Z&to=2026-11-27T14:00:00Z", "", "", 0, "from: 2026-11-27T13:00:00Z is not before to (2026-11-27T12:00:00Z)"},
 		{"from=2026-11-27T10:00:00Z&rate=10000", "2026-11-27T10:00:00Z", "2026-11-27T12:00:00Z", MaxReplayRate, ""},
 		{"", "", "", 0, "from: missing"},
 		{"from=yesterday", "", "", 0, `from: "yesterday" is not an RFC 3339 time`},
@@ -63,7 +67,8 @@ func TestParseReplay(t *testing.T) {
 	}
 }
 
-// FuzzParseReplay: any query string gives a window with from before to and a rate
+// FuzzParseReplay: any query string gives a window with from before to, to not after
+// now, and a rate
 // within its bounds, or an error naming a parameter.
 func FuzzParseReplay(f *testing.F) {
 	for _, q := range []string{"from=2026-11-27T10:00:00Z", "from=2026-11-27T10:00:00Z&to=2026-11-27T11:00:00Z&rate=5",
@@ -81,7 +86,7 @@ func FuzzParseReplay(f *testing.F) {
 			}
 			return
 		}
-		if !p.from.Before(p.to) || !(p.rate > 0 && p.rate <= MaxReplayRate) {
+		if !p.from.Before(p.to) || p.to.After(now) || !(p.rate > 0 && p.rate <= MaxReplayRate) {
 			t.Fatalf("%q: accepted from %s to %s at %g", q, p.from, p.to, p.rate)
 		}
 	})
@@ -239,6 +244,36 @@ func BenchmarkReplayFeedReceive(b *testing.B) {
 					b.Fatal(err)
 				}
 				_ = m.Ack()
+			}
+		})
+	}
+}
+
+// TestReplayRefusalNamesChannel: a replay on a channel that keeps no delivered events is
+// refused naming the broker's channel (here a memory channel standing in for each).
+func TestReplayRefusalNamesChannel(t *testing.T) {
+	sub := httptest.NewServer(http.NotFoundHandler())
+	defer sub.Close()
+	from := url.QueryEscape(time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
+	anyBackend := func(context.Context, config.Broker) (channel.Channel, error) { return memory.New(), nil }
+	tests := []struct {
+		annotations string
+		want        string
+	}{
+		{"", "the server's default channel (--channel) keeps no delivered events"},
+		{", annotations: {sluice.dev/channel: memory}", "the memory channel keeps no delivered events"},
+		{", annotations: {sluice.dev/channel: rabbitmq}", "the rabbitmq channel keeps no delivered events"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			s := newTestServer(t, nil, WithOpsGuarded(true), WithChannelOpener(anyBackend))
+			doc := fmt.Sprintf(brokerDoc, tt.annotations) + triggerDoc("all", "t", sub.URL)
+			if err := s.Apply(context.Background(), loadConfig(t, doc)); err != nil {
+				t.Fatal(err)
+			}
+			rec := post(s.Handler(), "POST", "/triggers/ns/all/replay?from="+from, nil, "")
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tt.want) {
+				t.Fatalf("%d %q, want 400 with %q", rec.Code, rec.Body, tt.want)
 			}
 		})
 	}

@@ -234,6 +234,10 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		durable: channel.IsDurable(ch), srv: s, log: s.log, triggers: map[string]*trigger{},
 		m: s.metrics.forBroker(bc.Key()),
 	}
+	b.chName = "the server's default channel (--channel)"
+	if bc.Channel != config.ChannelDefault {
+		b.chName = "the " + bc.Channel + " channel"
+	}
 	b.refused = ratelog.New(s.log.With("broker", b.key))
 	b.backlog.limit = s.opts.maxBacklog
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout

@@ -93,7 +93,12 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if !want[name] {
 			delete(b.triggers, name)
 			b.forgetPause(name)
-			b.retiring.start(func() int { return b.retire(t) })
+			lv := &leaving{t: t, removed: make(chan struct{})}
+			if b.leaving == nil {
+				b.leaving = map[string]*leaving{}
+			}
+			b.leaving[name] = lv
+			b.retiring.start(func() int { return b.retire(lv) })
 		}
 	}
 	live := b.sortedTriggers()
@@ -116,7 +121,11 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 		}
 		return nil
 	}
-	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)))
+	after := b.reclaim(name)
+	if !tc.Ordered {
+		after = nil // both dispatchers may take from the queue: no order to keep
+	}
+	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)), after)
 	if err != nil {
 		return err
 	}
@@ -179,7 +188,9 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFl
 // startTrigger opens the queue called name and starts its dispatcher on a goroutine of
 // b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
 // ctx (a reload's): it runs until stopped.
-func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool) (*trigger, error) {
+// Its dispatcher runs once after is closed (nil: at once): the previous dispatcher of
+// the same queue, still settling what it held, has returned (an ordered trigger).
+func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool, after <-chan struct{}) (*trigger, error) {
 	cons, err := b.consume(ctx, name, tc) // replay.go: sluice.dev/start-from
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
@@ -209,6 +220,13 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, feed: feed, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	b.runs.Go(func() {
 		defer close(t.done)
+		if after != nil {
+			select { // one dispatcher at a time on an ordered trigger's queue
+			case <-after:
+			case <-rctx.Done():
+				return
+			}
+		}
 		if err := d.Run(rctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, channel.ErrClosed) {
 			b.log.Error("dispatcher stopped", "trigger", name, "err", err)
 		}
@@ -237,14 +255,76 @@ func (t *trigger) forget(s *Server) {
 // removeTimeout bounds the deletion of a retired trigger's queue in the backend.
 const removeTimeout = 10 * time.Second
 
+// leaving is a trigger a reload removed, while its retirement runs. If a reload adds it
+// back first, the new trigger reclaims it: the old dispatcher stops receiving, settles
+// what it holds and leaves the queue, with what is still stored, to the new one.
+// Its fields are guarded by the broker's mu.
+type leaving struct {
+	t         *trigger
+	reclaimed bool          // added back: the queue stays
+	removing  bool          // past the point where it can be reclaimed: the queue goes
+	removed   chan struct{} // closed once the queue is deleted and the trigger forgotten
+}
+
+// reclaim prepares the start of the trigger called name: if a reload removed it and its
+// retirement still runs, the retirement keeps its queue, and reclaim returns the channel
+// closed when the old dispatcher has returned (an ordered trigger starts after it). If the
+// retirement is already deleting the queue, reclaim waits for that (bounded by
+// removeTimeout), so that the new trigger opens a new queue rather than the closing one.
+// It returns nil when nothing of that name is leaving. Called with b.mu held.
+func (b *Broker) reclaim(name string) <-chan struct{} {
+	lv := b.leaving[name]
+	if lv == nil {
+		return nil
+	}
+	if lv.removing {
+		<-lv.removed
+		delete(b.leaving, name)
+		return nil
+	}
+	lv.reclaimed = true
+	delete(b.leaving, name)
+	lv.t.dispatcher.StopReceiving()
+	return lv.t.done
+}
+
 // retire drains a removed trigger's queue to its subscriber for up to the shutdown
 // timeout, then deletes the queue. It returns how many deliveries were lost: what the
 // dispatcher held and what was still queued (on a durable channel, the subscription's
-// lag as the backend reports it).
-func (b *Broker) retire(t *trigger) int {
-	ctx, cancel := context.WithTimeout(b.srv.life, b.srv.opts.shutdownTimeout)
+// lag as the backend reports it). A trigger added back meanwhile (reclaim) keeps the
+// queue and what it stores: only what the old dispatcher released is lost.
+func (b *Broker) retire(lv *leaving) int {
+	t := lv.t
+	// The shutdown timeout bounds the drain, unless the trigger is added back first: then
+	// what the old dispatcher holds is the trigger's again, settled by its delivery policy
+	// (a memory channel would lose it if released), and only the server's end bounds it.
+	ctx, cancel := context.WithCancel(b.srv.life)
 	defer cancel()
+	deadline := time.AfterFunc(b.srv.opts.shutdownTimeout, func() {
+		b.mu.Lock()
+		reclaimed := lv.reclaimed
+		b.mu.Unlock()
+		if !reclaimed {
+			cancel()
+		}
+	})
+	defer deadline.Stop()
 	left := t.stop(ctx)
+	b.mu.Lock()
+	reclaimed := lv.reclaimed
+	lv.removing = !reclaimed
+	b.mu.Unlock()
+	if reclaimed {
+		if left > 0 && !b.durable {
+			b.log.Error("trigger removed and added back: events its old dispatcher held were released", "trigger", t.key, "undelivered", left)
+		} else {
+			b.log.Info("trigger removed and added back before its retirement ended: it keeps its queue", "trigger", t.key)
+		}
+		if b.durable {
+			return 0 // released messages stay stored, for the new dispatcher
+		}
+		return left
+	}
 	if b.durable { // released messages are part of the backend's lag
 		left = max(left, t.consumer.Len())
 	} else {
@@ -256,7 +336,14 @@ func (b *Broker) retire(t *trigger) int {
 		b.log.Warn("removing the trigger's queue", "trigger", t.key, "err", err)
 	}
 	t.forget(b.srv)
-	b.forgetDLQ(t.key) // dlq.go
+	// A reload adding it back waits for this, holding b.mu: close first, then lock.
+	close(lv.removed)
+	b.mu.Lock()
+	if b.leaving[t.key] == lv {
+		delete(b.leaving, t.key)
+	}
+	b.mu.Unlock()
+	b.forgetDLQ(t.key) // dlq.go: it takes b.mu; the dead letters stay if the trigger runs again
 	if left > 0 {
 		b.log.Error("trigger removed before its queue drained", "trigger", t.key, "undelivered", left)
 	} else {

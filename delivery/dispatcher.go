@@ -77,6 +77,7 @@ type Dispatcher struct {
 	waiting    map[*job]struct{} // jobs waiting on a retry timer
 	pause      pauseState        // Pause and Resume (pause.go)
 	running    bool              // Run was called
+	noRecv     bool              // StopReceiving was called: Run receives nothing
 	inj        []*injection      // messages handed over by Redeliver, oldest first
 	injN       atomic.Int32      // len(inj), read without the lock on the receive path
 	injClosed  bool              // the receive loop ended: Redeliver refuses
@@ -237,6 +238,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.ctx, d.hardStop = context.WithCancel(ctx)
 	recv, stopRecv := context.WithCancel(d.ctx)
 	d.stopRecv = stopRecv
+	if d.noRecv {
+		stopRecv()
+	}
 	d.growWorkersLocked(d.target.Load().maxInFlight())
 	close(d.started)
 	d.mu.Unlock()
@@ -453,6 +457,19 @@ func (d *Dispatcher) Drain(ctx context.Context) (left int) {
 			d.hardStop()
 			return d.wait(ctx)
 		}
+	}
+}
+
+// StopReceiving makes the dispatcher take no more messages from its consumer: Run
+// returns once every message it holds is settled, or released when its context ends
+// (Drain bounds it too). What the consumer still stores stays there, for whoever
+// receives from it next. Called before Run, it makes Run receive nothing.
+func (d *Dispatcher) StopReceiving() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.noRecv = true
+	if d.stopRecv != nil {
+		d.stopRecv()
 	}
 }
 

@@ -265,10 +265,20 @@ func (r *Registry) Open(ctx context.Context, b config.Broker) (channel.Channel, 
 	case !configured && !standalone(e.b, b):
 		return nil, fmt.Errorf("the %s channel needs %s", name, e.b.needs())
 	}
-	if b.Retention > 0 && name == config.ChannelMemory {
-		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not on the %s channel: retention and replay need a durable channel (jetstream, kafka or kinesis)", name)
+	if b.Retention > 0 && !retains(name) {
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/retention: not on the %s channel: it keeps no event once delivered; retention and replay need the jetstream, kafka or kinesis channel", name)
 	}
 	return e.b.open(ctx, b)
+}
+
+// retains reports whether the backend called name keeps events once delivered, for
+// sluice.dev/retention and replay (its channels are channel.Replayers).
+func retains(name string) bool {
+	switch name {
+	case config.ChannelJetStream, config.ChannelKafka, config.ChannelKinesis:
+		return true
+	}
+	return false
 }
 
 // standalone reports whether backend be can open b's channel without its flags: b

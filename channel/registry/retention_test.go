@@ -9,11 +9,12 @@ import (
 	"github.com/sluice-broker/sluice/config"
 )
 
-// TestRetentionRefused: a broker with sluice.dev/retention on the memory channel (by
-// name or as the default) does not open, the error naming the annotation; without it,
-// it opens.
+// TestRetentionRefused: a broker with sluice.dev/retention on a channel that keeps no
+// event once delivered (memory, by name or as the default; rabbitmq) does not open, the
+// error naming the annotation and the channel; without it, a memory broker opens. The
+// rabbitmq refusal comes before any connection: its URL need not answer.
 func TestRetentionRefused(t *testing.T) {
-	r, err := started(t, nil)
+	r, err := started(t, []string{"--rabbitmq-url", "amqp://guest:guest@127.0.0.1:1/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,6 +26,7 @@ func TestRetentionRefused(t *testing.T) {
 		{config.ChannelMemory, 0, ""},
 		{config.ChannelMemory, time.Hour, "metadata.annotations.sluice.dev/retention: not on the memory channel"},
 		{config.ChannelDefault, time.Hour, "metadata.annotations.sluice.dev/retention: not on the memory channel"},
+		{config.ChannelRabbitMQ, time.Hour, "metadata.annotations.sluice.dev/retention: not on the rabbitmq channel"},
 	} {
 		b := broker("r", tt.backend)
 		b.Retention = tt.retention
