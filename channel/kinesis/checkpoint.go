@@ -22,6 +22,7 @@ import (
 type checkpoint struct {
 	Subscription string                `json:"subscription"`
 	Shards       map[string]shardCheck `json:"shards"`
+	Start        *startMark            `json:"start,omitempty"` // a start in the past: its catch-up
 }
 
 type shardCheck struct {

@@ -243,7 +243,7 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err := newConsumer(c, name)
+	k, err := newConsumer(c, name, nil)
 	if err != nil {
 		return nil, err
 	}

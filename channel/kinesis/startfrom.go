@@ -1,0 +1,93 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/sluice-broker/sluice/channel"
+)
+
+var _ channel.Starter = (*Channel)(nil)
+
+// startMargin is added to the time a subscription starts in the past to get where its
+// catch-up ends: a record's arrival time is the server's clock, and an event published
+// just before the trigger existed may be stored a little after. An event of the margin
+// that the trigger's filter matches is one it would have been routed anyway.
+const startMargin = time.Minute
+
+// startMark is where the catch-up of a subscription started in the past runs, kept in
+// its checkpoint: the records that arrived before Until are delivered if routed to it
+// or accepted by the trigger's filter, unless they arrived before From.
+type startMark struct {
+	From  time.Time `json:"from,omitzero"`
+	Until time.Time `json:"until"`
+}
+
+// ConsumeFrom opens the subscription called name like Consume; if it is new (it has no
+// checkpoint) and from is not latest, it reads each shard from its oldest record,
+// skipping those that arrived before from.Time, and delivers those that arrived before
+// now (plus startMargin) that from.Match accepts as well as those routed to it
+// (channel.Starter). Where the catch-up ends is written into its checkpoint before it
+// reads: a process killed mid-way goes on with it after its restart. A subscription that
+// has a checkpoint resumes where it stopped, whatever from says. With a lease table a
+// start other than latest is refused.
+func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
+	if from.Match == nil || c.leases != nil && from.Latest() {
+		return c.Consume(ctx, name)
+	}
+	if c.leases != nil {
+		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: not with a lease table (sluice.dev/kinesis-lease-table): only latest", c.stream, name, startName(from))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	if k := c.consumers[name]; k != nil {
+		return k, nil
+	}
+	path := checkpointPath(c.cfg.checkpointDir, c.stream, name)
+	cp, err := loadCheckpoint(path, name)
+	if err != nil {
+		return nil, err
+	}
+	_, statErr := os.Stat(path)
+	if errors.Is(statErr, fs.ErrNotExist) && !from.Latest() {
+		cp.Start = &startMark{From: from.Time, Until: time.Now().Add(startMargin)}
+		if err := cp.save(path); err != nil {
+			return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: %w", c.stream, name, startName(from), err)
+		}
+		c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
+			"subscription", name, "stream", c.stream, "from", startName(from), "until", cp.Start.Until)
+	}
+	k, err := newConsumer(c, name, from.Match)
+	if err != nil {
+		return nil, err
+	}
+	c.consumers[name] = k
+	return k, nil
+}
+
+func startName(from channel.StartFrom) string {
+	if from.Earliest {
+		return "earliest"
+	}
+	return from.Time.UTC().Format(time.RFC3339Nano)
+}
+
+// catchUp reports whether a record that arrived at at, routed to routes, is one of the
+// subscription's: routed to it or, in its catch-up, accepted by its trigger's filter.
+func (k *consumer) catchUp(st channel.Stored, routed bool) bool {
+	s := k.start
+	if s == nil || !st.Time.Before(s.Until) {
+		return routed
+	}
+	if st.Time.Before(s.From) {
+		return false
+	}
+	return routed || k.match(st)
+}
