@@ -90,6 +90,12 @@ func newConsumer(c *Channel, name string, match func(channel.Stored) bool) (*con
 		if cp, err = loadCheckpoint(path, name); err != nil {
 			return nil, err
 		}
+		if !cp.Removed.IsZero() { // re-created without a catch-up (Consume): it is live again
+			cp.Removed = time.Time{}
+			if err := cp.save(path); err != nil {
+				return nil, err
+			}
+		}
 	}
 	k := &consumer{ch: c, name: name, path: path, cp: cp,
 		ready: make(chan *message, maxUnacked), slots: make(chan struct{}, maxUnacked),

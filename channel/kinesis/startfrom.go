@@ -25,6 +25,9 @@ const startMargin = time.Minute
 type startMark struct {
 	From  time.Time `json:"from,omitzero"`
 	Until time.Time `json:"until"`
+	// KeepRouted: the records before From routed to the subscription are delivered too
+	// (a subscription re-created after Remove: From is its removal).
+	KeepRouted bool `json:"keep_routed,omitempty"`
 }
 
 // ConsumeFrom opens the subscription called name like Consume; if it is new (it has no
@@ -56,20 +59,30 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 		return nil, err
 	}
 	_, statErr := os.Stat(path)
-	if errors.Is(statErr, fs.ErrNotExist) && !from.Latest() {
-		cp.Start = &startMark{From: from.Time, Until: time.Now().Add(startMargin)}
-		if err := cp.save(path); err != nil {
-			return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: %w", c.stream, name, startName(from), err)
+	isNew := errors.Is(statErr, fs.ErrNotExist)
+	now := time.Now()
+	switch {
+	case !cp.Removed.IsZero() && !from.Latest(), isNew && !from.Latest():
+		// New, or re-created with a start of its own: it starts there.
+		cp = checkpoint{Subscription: name, Shards: map[string]shardCheck{},
+			Start: &startMark{From: from.Time, Until: now.Add(startMargin)}}
+	case !cp.Removed.IsZero():
+		// Re-created: it resumes from its checkpoint, with the records stored while it was
+		// gone that its filter accepts (and an unfinished catch-up of its own).
+		mark := &startMark{From: cp.Removed.Add(-startMargin), Until: now.Add(startMargin), KeepRouted: true}
+		if cp.Start != nil {
+			mark.From, mark.KeepRouted = cp.Start.From, cp.Start.KeepRouted
 		}
-		c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
-			"subscription", name, "stream", c.stream, "from", startName(from), "until", cp.Start.Until)
+		cp.Start, cp.Removed = mark, time.Time{}
+	default: // new at latest, or it exists: it resumes where it stopped
+		return c.openLocked(name, from.Match)
 	}
-	k, err := newConsumer(c, name, from.Match)
-	if err != nil {
-		return nil, err
+	if err := cp.save(path); err != nil {
+		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: %w", c.stream, name, startName(from), err)
 	}
-	c.consumers[name] = k
-	return k, nil
+	c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
+		"subscription", name, "stream", c.stream, "from", startName(from), "since", cp.Start.From, "until", cp.Start.Until)
+	return c.openLocked(name, from.Match)
 }
 
 func startName(from channel.StartFrom) string {
@@ -87,7 +100,7 @@ func (k *consumer) catchUp(st channel.Stored, routed bool) bool {
 		return routed
 	}
 	if st.Time.Before(s.From) {
-		return false
+		return routed && s.KeepRouted
 	}
 	return routed || k.match(st)
 }

@@ -1,6 +1,11 @@
 package kinesis_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -82,6 +87,106 @@ func TestConsumeFromStartsInThePast(t *testing.T) {
 	for i, m := range ms {
 		if m.Event().ID != kept[i].Event().ID {
 			t.Fatalf("after the restart message %d is %s, want %s", i, m.Event().ID, kept[i].Event().ID)
+		}
+	}
+}
+
+// TestRecreatedSubscriptionResumes: a subscription removed and opened again with its
+// name resumes where it stopped: what it had not acknowledged comes again, with the
+// events its filter accepts that were stored while it was gone (routed elsewhere), and
+// none it acknowledged; re-created at earliest it starts there instead.
+func TestRecreatedSubscriptionResumes(t *testing.T) {
+	match := func(s channel.Stored) bool { return !strings.HasPrefix(s.Event.ID, "x") }
+	tests := []struct {
+		name string
+		from channel.StartFrom
+		want string
+	}{
+		{"at latest", channel.StartFrom{}, "g0 g1 u0 u1"},
+		{"at earliest", channel.StartFrom{Earliest: true}, "a0 a1 g0 g1 u0 u1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChannel(t, uniqueKey(t), t.TempDir(), kinesis.WithShards(1))
+			defer c.Close()
+			ctx := channeltest.Ctx(t, 60*time.Second)
+			k, err := c.ConsumeFrom(ctx, "sub", channel.StartFrom{Match: match})
+			if err != nil {
+				t.Fatal(err)
+			}
+			channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("a", 2)...)
+			channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("u", 2)...)
+			ms := channeltest.ReceiveN(t, k, 4, 30*time.Second)
+			channeltest.AckAll(t, ms[:2]) // a0 a1 acknowledged, u0 u1 not
+			if err := c.Remove(ctx, "sub"); err != nil {
+				t.Fatal(err)
+			}
+			channeltest.Publish(t, c, []string{"other"}, channeltest.Events("g", 2)...)
+			channeltest.Publish(t, c, []string{"other"}, channeltest.Events("x", 2)...)
+			tt.from.Match = match
+			k, err = c.ConsumeFrom(ctx, "sub", tt.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Fields(tt.want)
+			ms = channeltest.ReceiveN(t, k, len(want), 30*time.Second)
+			channeltest.ExpectNothing(t, k, time.Second)
+			var got []string
+			for _, m := range ms {
+				got = append(got, m.Event().ID)
+			}
+			sort.Strings(got)
+			if strings.Join(got, " ") != tt.want {
+				t.Fatalf("got %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRemoveSweepsExpiredCheckpoints: Remove deletes the checkpoints of subscriptions
+// removed longer ago than the stream's retention (24h), and keeps the others.
+func TestRemoveSweepsExpiredCheckpoints(t *testing.T) {
+	key, dir := uniqueKey(t), t.TempDir()
+	c := newChannel(t, key, dir, kinesis.WithShards(1))
+	defer c.Close()
+	file := func(sub string) string {
+		sum := sha256.Sum256([]byte(sub))
+		return filepath.Join(dir, c.Stream(), hex.EncodeToString(sum[:8])+".json")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, c.Stream()), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		sub     string
+		removed time.Duration // ago; 0: live
+		kept    bool
+	}{
+		{"expired", 25 * time.Hour, false},
+		{"recent", time.Hour, true},
+		{"live", 0, true},
+	}
+	for _, tt := range tests {
+		cp := map[string]any{"subscription": tt.sub, "shards": map[string]any{}}
+		if tt.removed > 0 {
+			cp["removed"] = time.Now().Add(-tt.removed)
+		}
+		b, _ := json.Marshal(cp)
+		if err := os.WriteFile(file(tt.sub), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	channeltest.Consume(t, c, "gone")
+	if err := c.Remove(channeltest.Ctx(t, 20*time.Second), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	tests = append(tests, struct {
+		sub     string
+		removed time.Duration
+		kept    bool
+	}{"gone", 0, true})
+	for _, tt := range tests {
+		if _, err := os.Stat(file(tt.sub)); (err == nil) != tt.kept {
+			t.Errorf("checkpoint of %s: stat %v, want kept %v", tt.sub, err, tt.kept)
 		}
 	}
 }
