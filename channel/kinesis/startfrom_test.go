@@ -190,3 +190,18 @@ func TestRemoveSweepsExpiredCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumeFromLeasedRefusesThePast: with a lease table a start other than latest is
+// refused, naming the lease table; latest opens as Consume.
+func TestConsumeFromLeasedRefusesThePast(t *testing.T) {
+	c := newLeased(t, uniqueKey(t), leaseTableName())
+	defer c.Close()
+	match := func(channel.Stored) bool { return true }
+	ctx := channeltest.Ctx(t, 20*time.Second)
+	if _, err := c.ConsumeFrom(ctx, "past", channel.StartFrom{Earliest: true, Match: match}); err == nil || !strings.Contains(err.Error(), "lease table") {
+		t.Fatalf("ConsumeFrom(earliest) with a lease table = %v, want an error naming the lease table", err)
+	}
+	if _, err := c.ConsumeFrom(ctx, "now", channel.StartFrom{Match: match}); err != nil {
+		t.Fatalf("ConsumeFrom(latest) with a lease table: %v", err)
+	}
+}
