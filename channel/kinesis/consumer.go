@@ -80,8 +80,8 @@ type pending struct {
 var _ channel.Consumer = (*consumer)(nil)
 
 // newConsumer opens the consumer of the subscription called name; match, if not nil,
-// runs its catch-up when its checkpoint has one.
-func newConsumer(c *Channel, name string, match func(channel.Stored) bool) (*consumer, error) {
+// runs its catch-up when its checkpoint has one (with a lease table: leased).
+func newConsumer(c *Channel, name string, match func(channel.Stored) bool, leased *startMark) (*consumer, error) {
 	var path string
 	var cp checkpoint
 	if c.cfg.checkpointDir != "" {
@@ -100,8 +100,14 @@ func newConsumer(c *Channel, name string, match func(channel.Stored) bool) (*con
 	k := &consumer{ch: c, name: name, path: path, cp: cp,
 		ready: make(chan *message, maxUnacked), slots: make(chan struct{}, maxUnacked),
 		closed: make(chan struct{}), shards: make(map[string]*shard)}
-	if match != nil && cp.Start != nil && c.leases == nil {
-		k.start, k.match = cp.Start, match
+	k.start = cp.Start
+	if c.leases != nil {
+		k.start = leased
+	}
+	if match == nil || k.start == nil {
+		k.start = nil
+	} else {
+		k.match = match
 	}
 	if c.leases != nil {
 		// The checkpoint file, if any, only seeds leases: the table holds the truth.

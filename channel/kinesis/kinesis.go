@@ -243,13 +243,14 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	return c.openLocked(name, nil)
+	return c.openLocked(name, nil, nil)
 }
 
 // openLocked opens the consumer of the subscription called name, with the filter match
-// of its catch-up if it has one. Called with c.mu held.
-func (c *Channel) openLocked(name string, match func(channel.Stored) bool) (channel.Consumer, error) {
-	k, err := newConsumer(c, name, match)
+// of its catch-up if it has one (in its checkpoint file, or leased with a lease table).
+// Called with c.mu held.
+func (c *Channel) openLocked(name string, match func(channel.Stored) bool, leased *startMark) (channel.Consumer, error) {
+	k, err := newConsumer(c, name, match, leased)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +289,9 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 	}
 	if c.leases != nil {
 		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name), seen); err != nil {
+			return errors.Join(closeErr, err)
+		}
+		if err := c.removeStart(ctx, name); err != nil {
 			return errors.Join(closeErr, err)
 		}
 	}

@@ -39,11 +39,11 @@ type startMark struct {
 // has a checkpoint resumes where it stopped, whatever from says. With a lease table a
 // start other than latest is refused.
 func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
-	if from.Match == nil || c.leases != nil && from.Latest() {
+	if from.Match == nil {
 		return c.Consume(ctx, name)
 	}
 	if c.leases != nil {
-		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: not with a lease table (sluice.dev/kinesis-lease-table): only latest", c.stream, name, startName(from))
+		return c.consumeLeasedFrom(ctx, name, from)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,14 +75,14 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 		}
 		cp.Start, cp.Removed = mark, time.Time{}
 	default: // new at latest, or it exists: it resumes where it stopped
-		return c.openLocked(name, from.Match)
+		return c.openLocked(name, from.Match, nil)
 	}
 	if err := cp.save(path); err != nil {
 		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: %w", c.stream, name, startName(from), err)
 	}
 	c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
 		"subscription", name, "stream", c.stream, "from", startName(from), "since", cp.Start.From, "until", cp.Start.Until)
-	return c.openLocked(name, from.Match)
+	return c.openLocked(name, from.Match, nil)
 }
 
 func startName(from channel.StartFrom) string {
@@ -103,4 +103,33 @@ func (k *consumer) catchUp(st channel.Stored, routed bool) bool {
 		return routed && s.KeepRouted
 	}
 	return routed || k.match(st)
+}
+
+// consumeLeasedFrom is ConsumeFrom with a lease table: the catch-up is an item of the
+// table (leasedStart), read or created within startTimeout.
+func (c *Channel) consumeLeasedFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
+	c.mu.Lock()
+	k, closed := c.consumers[name], c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, channel.ErrClosed
+	}
+	if k != nil {
+		return k, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, startTimeout)
+	mark, err := c.leasedStart(actx, name, from)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s: %w", c.stream, name, channel.Refuse(channel.ErrUnavailable, "the channel's lease table did not answer", err))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	if k := c.consumers[name]; k != nil {
+		return k, nil
+	}
+	return c.openLocked(name, from.Match, mark)
 }

@@ -191,17 +191,53 @@ func TestRemoveSweepsExpiredCheckpoints(t *testing.T) {
 	}
 }
 
-// TestConsumeFromLeasedRefusesThePast: with a lease table a start other than latest is
-// refused, naming the lease table; latest opens as Consume.
-func TestConsumeFromLeasedRefusesThePast(t *testing.T) {
-	c := newLeased(t, uniqueKey(t), leaseTableName())
-	defer c.Close()
-	match := func(channel.Stored) bool { return true }
-	ctx := channeltest.Ctx(t, 20*time.Second)
-	if _, err := c.ConsumeFrom(ctx, "past", channel.StartFrom{Earliest: true, Match: match}); err == nil || !strings.Contains(err.Error(), "lease table") {
-		t.Fatalf("ConsumeFrom(earliest) with a lease table = %v, want an error naming the lease table", err)
+// TestConsumeFromLeased: with a lease table, a subscription started at earliest gets
+// the events stored before it that its filter accepts; its catch-up is kept in the table,
+// so another replica that opens it (at latest) after the first closed goes on with it;
+// removed, the catch-up goes with its leases, and re-created it starts anew.
+func TestConsumeFromLeased(t *testing.T) {
+	key, table := uniqueKey(t), leaseTableName()
+	c := newLeased(t, key, table, kinesis.WithShards(1))
+	match := func(s channel.Stored) bool { return !strings.HasPrefix(s.Event.ID, "x") }
+	channeltest.Publish(t, c, []string{"other"}, channeltest.Events("o", 4)...)
+	channeltest.Publish(t, c, []string{"other"}, channeltest.Events("x", 2)...)
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	k, err := c.ConsumeFrom(ctx, "late", channel.StartFrom{Earliest: true, Match: match})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.ConsumeFrom(ctx, "now", channel.StartFrom{Match: match}); err != nil {
-		t.Fatalf("ConsumeFrom(latest) with a lease table: %v", err)
+	channeltest.Publish(t, c, []string{"late"}, channeltest.Events("n", 1)...)
+	ms := channeltest.ReceiveN(t, k, 5, 30*time.Second)
+	channeltest.ExpectNothing(t, k, time.Second)
+	channeltest.AckAll(t, ms[:2])
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c = newLeased(t, key, table, kinesis.WithShards(1))
+	defer c.Close()
+	k, err = c.ConsumeFrom(ctx, "late", channel.StartFrom{Match: match})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := channeltest.ReceiveN(t, k, 3, 30*time.Second)
+	channeltest.ExpectNothing(t, k, time.Second)
+	for i, m := range got {
+		if want := ms[2+i].Event().ID; m.Event().ID != want {
+			t.Fatalf("on the second replica message %d is %s, want %s", i, m.Event().ID, want)
+		}
+	}
+	channeltest.AckAll(t, got)
+	if err := c.Remove(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	k, err = c.ConsumeFrom(ctx, "late", channel.StartFrom{Match: match})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = channeltest.ReceiveN(t, k, 1, 30*time.Second)
+	channeltest.ExpectNothing(t, k, time.Second)
+	if id := got[0].Event().ID; id != "n0" {
+		t.Fatalf("re-created after Remove it got %s, want only n0 (routed to it)", id)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
@@ -18,7 +19,20 @@ import (
 // killed (SIGKILL) while the earliest one catches up, and after the restart each has
 // the events it should, and no other.
 func TestStartFromKinesis(t *testing.T) {
-	ns := fmt.Sprintf("kstartfrom%d", time.Now().UnixNano())
+	runStartFromKinesis(t, fmt.Sprintf("kstartfrom%d", time.Now().UnixNano()), kinesisArgs(t))
+}
+
+// TestStartFromKinesisLeased is TestStartFromKinesis with a lease table (the servers of
+// scripts/kinesis.sh and scripts/dynalite.sh): the catch-up is an item of the table.
+func TestStartFromKinesisLeased(t *testing.T) {
+	args := kinesisArgs(t)
+	args = args[:len(args)-2] // its --kinesis-checkpoint-dir: the lease table holds the checkpoints
+	args = append(args, "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
+		"--dynamodb-endpoint", kinesistest.DynamoDBEndpoint(t))
+	runStartFromKinesis(t, fmt.Sprintf("kstartleased%d", time.Now().UnixNano()), args)
+}
+
+func runStartFromKinesis(t *testing.T, ns string, chArgs []string) {
 	var up atomic.Bool
 	late := newSubscriber(t, func(*http.Request, int) int {
 		if !up.Load() {
@@ -29,7 +43,7 @@ func TestStartFromKinesis(t *testing.T) {
 	timed, plain, all := newSubscriber(t, nil), newSubscriber(t, nil), newSubscriber(t, nil)
 	base := brokerYAMLIn(ns, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.1S}", [3]string{"all", "", all.URL})
 	cfg := writeConfig(t, base)
-	args := append([]string{"--config", cfg}, kinesisArgs(t)...)
+	args := append([]string{"--config", cfg}, chArgs...)
 	b := startBroker(t, args...)
 	url := b.base + "/" + ns + "/default"
 	const n = 10
