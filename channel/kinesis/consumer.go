@@ -80,8 +80,9 @@ type pending struct {
 var _ channel.Consumer = (*consumer)(nil)
 
 // newConsumer opens the consumer of the subscription called name; match, if not nil,
-// runs its catch-up when its checkpoint has one (with a lease table: leased).
-func newConsumer(c *Channel, name string, match func(channel.Stored) bool, leased *startMark) (*consumer, error) {
+// runs its catch-up when its checkpoint has one (with a lease table: leased, and seed,
+// if not nil, seeds the leases it creates instead of the checkpoint file).
+func newConsumer(c *Channel, name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (*consumer, error) {
 	var path string
 	var cp checkpoint
 	if c.cfg.checkpointDir != "" {
@@ -112,6 +113,9 @@ func newConsumer(c *Channel, name string, match func(channel.Stored) bool, lease
 	if c.leases != nil {
 		// The checkpoint file, if any, only seeds leases: the table holds the truth.
 		k.seed, k.cp = cp, checkpoint{Subscription: name, Shards: map[string]shardCheck{}}
+		if seed != nil {
+			k.seed = *seed
+		}
 		k.group = leaseGroup(c.stream, name)
 		k.held, k.timers, k.written = map[string]time.Time{}, map[string]*time.Timer{}, map[string]shardCheck{}
 	}

@@ -243,14 +243,15 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	return c.openLocked(name, nil, nil)
+	return c.openLocked(name, nil, nil, nil)
 }
 
 // openLocked opens the consumer of the subscription called name, with the filter match
-// of its catch-up if it has one (in its checkpoint file, or leased with a lease table).
-// Called with c.mu held.
-func (c *Channel) openLocked(name string, match func(channel.Stored) bool, leased *startMark) (channel.Consumer, error) {
-	k, err := newConsumer(c, name, match, leased)
+// of its catch-up if it has one (in its checkpoint file, or leased with a lease table),
+// seeding the leases it creates from seed (a removed subscription's) if not nil. Called
+// with c.mu held.
+func (c *Channel) openLocked(name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (channel.Consumer, error) {
+	k, err := newConsumer(c, name, match, leased, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -288,12 +289,11 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		seen = k.obs.seen // the follow goroutine has ended
 	}
 	if c.leases != nil {
-		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name), seen); err != nil {
+		keep := func(ls []lease) error { return c.keepRemoved(ctx, name, ls) }
+		if err := c.leases.removeGroupThen(ctx, leaseGroup(c.stream, name), seen, keep); err != nil {
 			return errors.Join(closeErr, err)
 		}
-		if err := c.removeStart(ctx, name); err != nil {
-			return errors.Join(closeErr, err)
-		}
+		c.sweepRemovedLeased(ctx)
 	}
 	if c.cfg.checkpointDir == "" {
 		return nil

@@ -75,14 +75,14 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 		}
 		cp.Start, cp.Removed = mark, time.Time{}
 	default: // new at latest, or it exists: it resumes where it stopped
-		return c.openLocked(name, from.Match, nil)
+		return c.openLocked(name, from.Match, nil, nil)
 	}
 	if err := cp.save(path); err != nil {
 		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s from %s: %w", c.stream, name, startName(from), err)
 	}
 	c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
 		"subscription", name, "stream", c.stream, "from", startName(from), "since", cp.Start.From, "until", cp.Start.Until)
-	return c.openLocked(name, from.Match, nil)
+	return c.openLocked(name, from.Match, nil, nil)
 }
 
 func startName(from channel.StartFrom) string {
@@ -118,7 +118,7 @@ func (c *Channel) consumeLeasedFrom(ctx context.Context, name string, from chann
 		return k, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, startTimeout)
-	mark, err := c.leasedStart(actx, name, from)
+	mark, seed, err := c.leasedStart(actx, name, from)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("kinesis channel %s: start of subscription %s: %w", c.stream, name, channel.Refuse(channel.ErrUnavailable, "the channel's lease table did not answer", err))
@@ -131,5 +131,5 @@ func (c *Channel) consumeLeasedFrom(ctx context.Context, name string, from chann
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	return c.openLocked(name, from.Match, mark)
+	return c.openLocked(name, from.Match, mark, seed)
 }

@@ -105,41 +105,57 @@ func TestRecreatedSubscriptionResumes(t *testing.T) {
 		{"at latest", channel.StartFrom{}, "g0 g1 u0 u1"},
 		{"at earliest", channel.StartFrom{Earliest: true}, "a0 a1 g0 g1 u0 u1"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newChannel(t, uniqueKey(t), t.TempDir(), kinesis.WithShards(1))
-			defer c.Close()
-			ctx := channeltest.Ctx(t, 60*time.Second)
-			k, err := c.ConsumeFrom(ctx, "sub", channel.StartFrom{Match: match})
-			if err != nil {
-				t.Fatal(err)
-			}
-			channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("a", 2)...)
-			channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("u", 2)...)
-			ms := channeltest.ReceiveN(t, k, 4, 30*time.Second)
-			channeltest.AckAll(t, ms[:2]) // a0 a1 acknowledged, u0 u1 not
-			if err := c.Remove(ctx, "sub"); err != nil {
-				t.Fatal(err)
-			}
-			channeltest.Publish(t, c, []string{"other"}, channeltest.Events("g", 2)...)
-			channeltest.Publish(t, c, []string{"other"}, channeltest.Events("x", 2)...)
-			tt.from.Match = match
-			k, err = c.ConsumeFrom(ctx, "sub", tt.from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := strings.Fields(tt.want)
-			ms = channeltest.ReceiveN(t, k, len(want), 30*time.Second)
-			channeltest.ExpectNothing(t, k, time.Second)
-			var got []string
-			for _, m := range ms {
-				got = append(got, m.Event().ID)
-			}
-			sort.Strings(got)
-			if strings.Join(got, " ") != tt.want {
-				t.Fatalf("got %v, want %s", got, tt.want)
-			}
-		})
+	opens := []struct {
+		name string
+		open func(t *testing.T) *kinesis.Channel
+	}{
+		{"files", func(t *testing.T) *kinesis.Channel {
+			return newChannel(t, uniqueKey(t), t.TempDir(), kinesis.WithShards(1))
+		}},
+		{"lease table", func(t *testing.T) *kinesis.Channel {
+			return newLeased(t, uniqueKey(t), leaseTableName(), kinesis.WithShards(1))
+		}},
+	}
+	for _, o := range opens {
+		for _, tt := range tests {
+			t.Run(o.name+"/"+tt.name, func(t *testing.T) {
+				testRecreated(t, o.open(t), match, tt.from, tt.want)
+			})
+		}
+	}
+}
+
+// testRecreated: on c, a subscription removed with events unacknowledged and opened again
+// from from gets want (sorted ids).
+func testRecreated(t *testing.T, c *kinesis.Channel, match func(channel.Stored) bool, from channel.StartFrom, want string) {
+	defer c.Close()
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	k, err := c.ConsumeFrom(ctx, "sub", channel.StartFrom{Match: match})
+	if err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("a", 2)...)
+	channeltest.Publish(t, c, []string{"sub"}, channeltest.Events("u", 2)...)
+	ms := channeltest.ReceiveN(t, k, 4, 30*time.Second)
+	channeltest.AckAll(t, ms[:2]) // a0 a1 acknowledged, u0 u1 not
+	if err := c.Remove(ctx, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	channeltest.Publish(t, c, []string{"other"}, channeltest.Events("g", 2)...)
+	channeltest.Publish(t, c, []string{"other"}, channeltest.Events("x", 2)...)
+	from.Match = match
+	if k, err = c.ConsumeFrom(ctx, "sub", from); err != nil {
+		t.Fatal(err)
+	}
+	ms = channeltest.ReceiveN(t, k, len(strings.Fields(want)), 30*time.Second)
+	channeltest.ExpectNothing(t, k, time.Second)
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Event().ID)
+	}
+	sort.Strings(got)
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %v, want %s", got, want)
 	}
 }
 
@@ -194,7 +210,7 @@ func TestRemoveSweepsExpiredCheckpoints(t *testing.T) {
 // TestConsumeFromLeased: with a lease table, a subscription started at earliest gets
 // the events stored before it that its filter accepts; its catch-up is kept in the table,
 // so another replica that opens it (at latest) after the first closed goes on with it;
-// removed, the catch-up goes with its leases, and re-created it starts anew.
+// removed and re-created, it resumes with what its filter matches stored meanwhile.
 func TestConsumeFromLeased(t *testing.T) {
 	key, table := uniqueKey(t), leaseTableName()
 	c := newLeased(t, key, table, kinesis.WithShards(1))
@@ -231,13 +247,14 @@ func TestConsumeFromLeased(t *testing.T) {
 	if err := c.Remove(ctx, "late"); err != nil {
 		t.Fatal(err)
 	}
+	channeltest.Publish(t, c, []string{"other"}, channeltest.Events("g", 1)...)
 	k, err = c.ConsumeFrom(ctx, "late", channel.StartFrom{Match: match})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got = channeltest.ReceiveN(t, k, 1, 30*time.Second)
 	channeltest.ExpectNothing(t, k, time.Second)
-	if id := got[0].Event().ID; id != "n0" {
-		t.Fatalf("re-created after Remove it got %s, want only n0 (routed to it)", id)
+	if id := got[0].Event().ID; id != "g0" {
+		t.Fatalf("re-created after Remove it got %s, want only g0 (stored while it was gone)", id)
 	}
 }

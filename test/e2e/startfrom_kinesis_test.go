@@ -25,11 +25,16 @@ func TestStartFromKinesis(t *testing.T) {
 // TestStartFromKinesisLeased is TestStartFromKinesis with a lease table (the servers of
 // scripts/kinesis.sh and scripts/dynalite.sh): the catch-up is an item of the table.
 func TestStartFromKinesisLeased(t *testing.T) {
+	runStartFromKinesis(t, fmt.Sprintf("kstartleased%d", time.Now().UnixNano()), leasedKinesisArgs(t))
+}
+
+// leasedKinesisArgs are kinesisArgs with a lease table of their own instead of a
+// checkpoint directory.
+func leasedKinesisArgs(t *testing.T) []string {
 	args := kinesisArgs(t)
 	args = args[:len(args)-2] // its --kinesis-checkpoint-dir: the lease table holds the checkpoints
-	args = append(args, "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
+	return append(args, "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
 		"--dynamodb-endpoint", kinesistest.DynamoDBEndpoint(t))
-	runStartFromKinesis(t, fmt.Sprintf("kstartleased%d", time.Now().UnixNano()), args)
 }
 
 func runStartFromKinesis(t *testing.T, ns string, chArgs []string) {
@@ -126,12 +131,21 @@ func runStartFromKinesis(t *testing.T, ns string, chArgs []string) {
 // filter matches that were stored (for another trigger) while it was gone, and not the
 // ones it had delivered before.
 func TestRecreatedTriggerResumesKinesis(t *testing.T) {
-	ns := fmt.Sprintf("krecreate%d", time.Now().UnixNano())
+	runRecreatedKinesis(t, fmt.Sprintf("krecreate%d", time.Now().UnixNano()), kinesisArgs(t))
+}
+
+// TestRecreatedTriggerResumesKinesisLeased is TestRecreatedTriggerResumesKinesis with a
+// lease table: the removed trigger's position is an item of the table.
+func TestRecreatedTriggerResumesKinesisLeased(t *testing.T) {
+	runRecreatedKinesis(t, fmt.Sprintf("krecreateleased%d", time.Now().UnixNano()), leasedKinesisArgs(t))
+}
+
+func runRecreatedKinesis(t *testing.T, ns string, chArgs []string) {
 	sub, all := newSubscriber(t, nil), newSubscriber(t, nil)
 	without := brokerYAMLIn(ns, "", [3]string{"all", "", all.URL})
 	with := brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}, [3]string{"t", "e2e.b", sub.URL})
 	cfg := writeConfig(t, with)
-	b := startBroker(t, append([]string{"--config", cfg}, kinesisArgs(t)...)...)
+	b := startBroker(t, append([]string{"--config", cfg}, chArgs...)...)
 	url := b.base + "/" + ns + "/default"
 	postN(t, url, "before", "e2e.b", 3)
 	sub.waitFor(t, 3, 60*time.Second)
