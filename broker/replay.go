@@ -445,7 +445,7 @@ func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger) (c
 		return b.ch.Consume(ctx, name)
 	}
 	if !ok {
-		return nil, fmt.Errorf("metadata.annotations.sluice.dev/start-from: %s: not on this broker's channel: starting in the past needs the kafka channel, or the jetstream channel with sluice.dev/retention", tc.StartFrom)
+		return nil, fmt.Errorf("metadata.annotations.sluice.dev/start-from: %s: not on this broker's channel: starting in the past needs the kafka or kinesis channel, or the jetstream channel with sluice.dev/retention", tc.StartFrom)
 	}
 	f := tc.Filter
 	return st.ConsumeFrom(ctx, name, channel.StartFrom{

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // checkpoint is what a subscription has settled, per shard: the sequence number of the
@@ -22,6 +24,8 @@ import (
 type checkpoint struct {
 	Subscription string                `json:"subscription"`
 	Shards       map[string]shardCheck `json:"shards"`
+	Start        *startMark            `json:"start,omitempty"`  // a start in the past: its catch-up
+	Removed      time.Time             `json:"removed,omitzero"` // when Remove removed it (kept for the retention)
 }
 
 type shardCheck struct {
@@ -88,4 +92,55 @@ func removeCheckpoint(path string) error {
 		return fmt.Errorf("kinesis: removing checkpoint: %w", err)
 	}
 	return nil
+}
+
+// markRemoved marks the checkpoint of sub at path removed at now; a missing one (the
+// subscription never read) is written so, empty.
+func markRemoved(path, sub string, now time.Time) error {
+	cp, err := loadCheckpoint(path, sub)
+	if err != nil {
+		return err
+	}
+	cp.Removed = now
+	return cp.save(path)
+}
+
+// maxSweep bounds the checkpoint files one sweep reads.
+const maxSweep = 10000
+
+// sweepRemoved deletes the checkpoints of the stream's subscriptions removed longer ago
+// than its retention period: their records are gone. Failures are logged; the next
+// Remove tries again.
+func (c *Channel) sweepRemoved(ctx context.Context) {
+	ret, err := c.Retention(ctx)
+	if err != nil {
+		c.log.Warn("sweep", "kinesis: cannot read the stream's retention; removed checkpoints kept for now", "stream", c.stream, "err", err)
+		return
+	}
+	dir := filepath.Join(c.cfg.checkpointDir, c.stream)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		c.log.Warn("sweep", "kinesis: cannot list checkpoints", "dir", dir, "err", err)
+		return
+	}
+	for i, e := range ents {
+		if i == maxSweep {
+			break
+		}
+		if e.IsDir() || filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var cp checkpoint
+		if json.Unmarshal(b, &cp) != nil || cp.Removed.IsZero() || time.Since(cp.Removed) <= ret {
+			continue
+		}
+		if err := removeCheckpoint(path); err != nil {
+			c.log.Warn("sweep", "kinesis: cannot delete a removed checkpoint", "path", path, "err", err)
+		}
+	}
 }

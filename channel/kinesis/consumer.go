@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,11 @@ type consumer struct {
 	unacked int
 
 	// With a lease table (ch.leases): used by the follow goroutine, then by Close.
+	// start and match: the catch-up of a subscription started in the past (startfrom.go),
+	// nil otherwise. Set before the readers start, then only read.
+	start *startMark
+	match func(channel.Stored) bool
+
 	group string     // the subscription's leases
 	seed  checkpoint // a checkpoint file's, for leases created here
 	// held: the leases owned, by shard, each with its deadline (its last successful
@@ -73,7 +79,10 @@ type pending struct {
 
 var _ channel.Consumer = (*consumer)(nil)
 
-func newConsumer(c *Channel, name string) (*consumer, error) {
+// newConsumer opens the consumer of the subscription called name; match, if not nil,
+// runs its catch-up when its checkpoint has one (with a lease table: leased, and seed,
+// if not nil, seeds the leases it creates instead of the checkpoint file).
+func newConsumer(c *Channel, name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (*consumer, error) {
 	var path string
 	var cp checkpoint
 	if c.cfg.checkpointDir != "" {
@@ -82,13 +91,31 @@ func newConsumer(c *Channel, name string) (*consumer, error) {
 		if cp, err = loadCheckpoint(path, name); err != nil {
 			return nil, err
 		}
+		if !cp.Removed.IsZero() { // re-created without a catch-up (Consume): it is live again
+			cp.Removed = time.Time{}
+			if err := cp.save(path); err != nil {
+				return nil, err
+			}
+		}
 	}
 	k := &consumer{ch: c, name: name, path: path, cp: cp,
 		ready: make(chan *message, maxUnacked), slots: make(chan struct{}, maxUnacked),
 		closed: make(chan struct{}), shards: make(map[string]*shard)}
+	k.start = cp.Start
+	if c.leases != nil {
+		k.start = leased
+	}
+	if match == nil || k.start == nil {
+		k.start = nil
+	} else {
+		k.match = match
+	}
 	if c.leases != nil {
 		// The checkpoint file, if any, only seeds leases: the table holds the truth.
 		k.seed, k.cp = cp, checkpoint{Subscription: name, Shards: map[string]shardCheck{}}
+		if seed != nil {
+			k.seed = *seed
+		}
 		k.group = leaseGroup(c.stream, name)
 		k.held, k.timers, k.written = map[string]time.Time{}, map[string]*time.Timer{}, map[string]shardCheck{}
 	}
@@ -361,11 +388,9 @@ func (k *consumer) add(sh *shard, r types.Record) bool {
 		if err != nil {
 			k.ch.log.Warn("decode", "kinesis: skipping a record that is not a Sluice event", "shard", sh.id, "seq", seq, "err", err)
 		}
-		for _, s := range routes {
-			if s == k.name {
-				e = ev
-				break
-			}
+		routed := slices.Contains(routes, k.name)
+		if err == nil && k.catchUp(channel.Stored{Event: ev, Time: aws.ToTime(r.ApproximateArrivalTimestamp), Subscriptions: routes}, routed) {
+			e = ev
 		}
 	}
 	if e == nil {

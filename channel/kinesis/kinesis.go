@@ -243,7 +243,15 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	k, err := newConsumer(c, name)
+	return c.openLocked(name, nil, nil, nil)
+}
+
+// openLocked opens the consumer of the subscription called name, with the filter match
+// of its catch-up if it has one (in its checkpoint file, or leased with a lease table),
+// seeding the leases it creates from seed (a removed subscription's) if not nil. Called
+// with c.mu held.
+func (c *Channel) openLocked(name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (channel.Consumer, error) {
+	k, err := newConsumer(c, name, match, leased, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -260,9 +268,12 @@ func (c *Channel) forget(k *consumer) {
 	c.mu.Unlock()
 }
 
-// Remove closes the subscription's consumer if open and deletes its checkpoint (its
-// leases, with a lease table). Its records stay in the stream until its retention period
-// ends and are not delivered. With a lease table, the leases are kept while another live
+// Remove closes the subscription's consumer if open and marks its checkpoint removed:
+// a subscription of the same name opened later resumes from it (ConsumeFrom: with a
+// catch-up of what was stored meanwhile), and a checkpoint removed longer ago than the
+// stream's retention period is deleted (sweepRemoved). With a lease table it deletes
+// its leases and checkpoint instead. Its records stay in the stream until its retention
+// period ends and are not delivered. With a lease table, the leases are kept while another live
 // replica owns one (it still reads the subscription; the last replica to remove it
 // deletes them); those of a replica gone are deleted once seen unrenewed for the lease
 // duration, and an error says so if ctx ends before. A failure to close the consumer is
@@ -278,16 +289,26 @@ func (c *Channel) Remove(ctx context.Context, name string) error {
 		seen = k.obs.seen // the follow goroutine has ended
 	}
 	if c.leases != nil {
-		if err := c.leases.removeGroup(ctx, leaseGroup(c.stream, name), seen); err != nil {
+		keep := func(ls []lease) error { return c.keepRemoved(ctx, name, ls) }
+		if err := c.leases.removeGroupThen(ctx, leaseGroup(c.stream, name), seen, keep); err != nil {
 			return errors.Join(closeErr, err)
 		}
+		c.sweepRemovedLeased(ctx)
 	}
 	if c.cfg.checkpointDir == "" {
 		return nil
 	}
-	if err := removeCheckpoint(checkpointPath(c.cfg.checkpointDir, c.stream, name)); err != nil {
+	path := checkpointPath(c.cfg.checkpointDir, c.stream, name)
+	if c.leases != nil {
+		if err := removeCheckpoint(path); err != nil {
+			return errors.Join(closeErr, err)
+		}
+		return nil
+	}
+	if err := markRemoved(path, name, time.Now()); err != nil {
 		return errors.Join(closeErr, err)
 	}
+	c.sweepRemoved(ctx)
 	return nil
 }
 

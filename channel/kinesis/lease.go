@@ -345,6 +345,12 @@ func (t *leaseTable) removeSeen(ctx context.Context, group string, l lease) erro
 // until they expire or change, from the sightings in seen (the closed consumer's, may be
 // nil), within ctx, and says so when ctx ends first.
 func (t *leaseTable) removeGroup(ctx context.Context, group string, seen map[string]sighting) error {
+	return t.removeGroupThen(ctx, group, seen, nil)
+}
+
+// removeGroupThen is removeGroup calling before, if not nil, with the leases it is
+// about to delete; an error of before keeps them.
+func (t *leaseTable) removeGroupThen(ctx context.Context, group string, seen map[string]sighting, before func([]lease) error) error {
 	obs := observer{seen: maps.Clone(seen)}
 	for {
 		ls, err := t.list(ctx, group)
@@ -368,6 +374,11 @@ func (t *leaseTable) removeGroup(ctx context.Context, group string, seen map[str
 			}
 		}
 		if len(waiting) == 0 {
+			if before != nil {
+				if err := before(ls); err != nil {
+					return err
+				}
+			}
 			var errs []error
 			for _, l := range ls {
 				errs = append(errs, t.removeSeen(ctx, group, l))
