@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kinesis"
 	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 )
@@ -33,49 +34,7 @@ func TestStateStoreInLeaseTable(t *testing.T) {
 		return st
 	}
 	a, b := open(), open()
-	next := func(ch <-chan channel.StateChange) channel.StateChange {
-		t.Helper()
-		select {
-		case c, ok := <-ch:
-			if !ok {
-				t.Fatal("watch closed")
-			}
-			return c
-		case <-ctx.Done():
-			t.Fatal("no change within 60s")
-		}
-		return channel.StateChange{}
-	}
-	if err := a.Set(ctx, "ns/t1", channel.TriggerFlags{Paused: true}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := b.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := next(w); c != (channel.StateChange{Trigger: "ns/t1", Flags: channel.TriggerFlags{Paused: true}}) {
-		t.Fatalf("first change %+v; want ns/t1 paused", c)
-	}
-	if c := next(w); c.Trigger != "" {
-		t.Fatalf("want the end-of-stored marker, got %+v", c)
-	}
-	if err := a.Set(ctx, "ns/t1", channel.TriggerFlags{}); err != nil {
-		t.Fatal(err)
-	}
-	if c := next(w); c != (channel.StateChange{Trigger: "ns/t1"}) {
-		t.Fatalf("change %+v; want ns/t1 not paused", c)
-	}
-	if err := b.Set(ctx, "ns/t2", channel.TriggerFlags{Paused: true}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		trigger string
-		paused  bool
-	}{{"ns/t1", false}, {"ns/t2", true}, {"ns/none", false}} {
-		if f, err := a.Get(ctx, tc.trigger); err != nil || f.Paused != tc.paused {
-			t.Errorf("Get %s: %+v, %v; want paused %v", tc.trigger, f, err, tc.paused)
-		}
-	}
+	channeltest.StateStoreShared(t, ctx, a, b)
 
 	plain, err := kinesis.New(ctx, key, kinesis.WithAPI(kinesistest.Client(t)), kinesis.WithCheckpointDir(t.TempDir()))
 	if err != nil {
