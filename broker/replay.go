@@ -439,7 +439,9 @@ func deadLetterOnly(subs []string) bool {
 // says, and one re-created with a removed trigger's name resumes where that one stopped,
 // both re-running its filter on the events stored before it existed; elsewhere a
 // start-from other than latest is refused. A dead-letter queue always opens as Consume.
-func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger) (channel.Consumer, error) {
+// routed is closed once the routing index has the trigger: the catch-up goes on up to
+// then (channel.StartFrom.Routed).
+func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger, routed <-chan struct{}) (channel.Consumer, error) {
 	st, ok := b.ch.(channel.Starter)
 	if name != subscriptionName(tc) || !ok && tc.StartFrom.Latest() {
 		return b.ch.Consume(ctx, name)
@@ -449,7 +451,7 @@ func (b *Broker) consume(ctx context.Context, name string, tc config.Trigger) (c
 	}
 	f := tc.Filter
 	return st.ConsumeFrom(ctx, name, channel.StartFrom{
-		Earliest: tc.StartFrom.Earliest, Time: tc.StartFrom.Time,
+		Earliest: tc.StartFrom.Earliest, Time: tc.StartFrom.Time, Routed: routed,
 		Match: func(s channel.Stored) bool {
 			return !deadLetterOnly(s.Subscriptions) && (f == nil || f.Match(s.Event))
 		},

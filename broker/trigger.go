@@ -52,6 +52,9 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.cfg = cfg
 	b.setRate(cfg.MaxRate)
 	b.setDedup(cfg.DedupWindow)
+	// Closed once the index routes to the triggers started below: a catch-up (start-from,
+	// a re-created trigger) goes on up to then, so that nothing stored before is missed.
+	routed := make(chan struct{})
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
 	var errs []error
@@ -65,7 +68,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if b.durableDeadLetter(tc) {
 			// Its queue first: the trigger's dispatcher may store into it at once.
 			dn := deadLetterName(name)
-			if err := b.ensure(ctx, dn, tc, deadLetterTarget(dn, tc, target, b.srv.opts.maxInFlight), nil); err != nil {
+			if err := b.ensure(ctx, dn, tc, deadLetterTarget(dn, tc, target, b.srv.opts.maxInFlight), nil, routed); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -81,7 +84,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		if b.dl.store != nil { // used when it has no deadLetterSink (dlq.go)
 			opts = append(opts, delivery.WithDLQ(b.keepDead(name)))
 		}
-		if err := b.ensure(ctx, name, tc, target, opts); err != nil {
+		if err := b.ensure(ctx, name, tc, target, opts, routed); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -89,6 +92,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
 	}
 	b.index.Store(filter.NewIndex(entries))
+	close(routed)
 	for name, t := range b.triggers {
 		if !want[name] {
 			delete(b.triggers, name)
@@ -107,8 +111,9 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 }
 
 // ensure starts the dispatcher of the queue called name toward target, or updates the
-// running one if its trigger changed. Called with b.mu held.
-func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option) error {
+// running one if its trigger changed; routed is closed once the routing index has it.
+// Called with b.mu held.
+func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, target delivery.Target, opts []delivery.Option, routed <-chan struct{}) error {
 	own := name == subscriptionName(tc) // not its dead-letter queue, which is never paused
 	if t, ok := b.triggers[name]; ok {
 		if !t.cfg.Equal(tc) {
@@ -125,7 +130,7 @@ func (b *Broker) ensure(ctx context.Context, name string, tc config.Trigger, tar
 	if !tc.Ordered {
 		after = nil // both dispatchers may take from the queue: no order to keep
 	}
-	t, err := b.startTrigger(ctx, name, tc, target, opts, own && (tc.Paused || b.apiPaused(name)), after)
+	t, err := b.startTrigger(ctx, name, tc, target, opts, start{paused: own && (tc.Paused || b.apiPaused(name)), after: after, routed: routed})
 	if err != nil {
 		return err
 	}
@@ -185,13 +190,20 @@ func deadLetterTarget(name string, tc config.Trigger, t delivery.Target, maxInFl
 	return t
 }
 
+// start is how startTrigger starts a dispatcher.
+type start struct {
+	paused bool            // sluice.dev/paused, or paused through the API
+	after  <-chan struct{} // closed once the previous dispatcher of the queue returned; nil: none
+	routed <-chan struct{} // closed once the routing index has the trigger
+}
+
 // startTrigger opens the queue called name and starts its dispatcher on a goroutine of
-// b.runs, paused if paused (sluice.dev/paused). Its context is the server's life, not
-// ctx (a reload's): it runs until stopped.
-// Its dispatcher runs once after is closed (nil: at once): the previous dispatcher of
-// the same queue, still settling what it held, has returned (an ordered trigger).
-func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, paused bool, after <-chan struct{}) (*trigger, error) {
-	cons, err := b.consume(ctx, name, tc) // replay.go: sluice.dev/start-from
+// b.runs, paused if st.paused. Its context is the server's life, not ctx (a reload's):
+// it runs until stopped. Its dispatcher runs once st.after is closed (nil: at once): the
+// previous dispatcher of the same queue, still settling what it held, has returned (an
+// ordered trigger).
+func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigger, target delivery.Target, extra []delivery.Option, st start) (*trigger, error) {
+	cons, err := b.consume(ctx, name, tc, st.routed) // replay.go: sluice.dev/start-from
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: opening its queue: %w", name, err)
 	}
@@ -213,16 +225,16 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 	}
 	feed := newReplayFeed(cons)
 	d := delivery.NewDispatcher(feed, target, opts...)
-	if paused {
+	if st.paused {
 		d.Pause()
 	}
 	rctx, cancel := context.WithCancel(b.srv.life)
 	t := &trigger{key: name, cfg: tc, url: target.URL, consumer: cons, feed: feed, dispatcher: d, cancel: cancel, done: make(chan struct{})}
 	b.runs.Go(func() {
 		defer close(t.done)
-		if after != nil {
+		if st.after != nil {
 			select { // one dispatcher at a time on an ordered trigger's queue
-			case <-after:
+			case <-st.after:
 			case <-rctx.Done():
 				return
 			}

@@ -196,14 +196,20 @@ type StartFrom struct {
 	// Match reports whether an event stored before the subscription existed (so not
 	// routed to it) is one of its own: the broker runs the trigger's filter.
 	Match func(Stored) bool
+	// Routed, when not nil, is closed once every event published from then on names the
+	// subscription when it is one of its own (the broker's routing has it). Until then
+	// the catch-up goes on past what was stored when the subscription opened: the events
+	// stored between the open and the routing are caught up too. Nil: routed already.
+	Routed <-chan struct{}
 }
 
 // Latest reports whether s starts with what is published after the subscription exists.
 func (s StartFrom) Latest() bool { return !s.Earliest && s.Time.IsZero() }
 
 // Starter is implemented by channels that can start a new subscription in the past: it
-// first gets the events stored from its start position up to when it was created that
-// Match accepts, then those routed to it, as Consume. A subscription that exists in the
+// first gets the events stored from its start position up to when it was created (or,
+// with from.Routed, up to when it was routed) that Match accepts, then those routed to
+// it, as Consume. A subscription that exists in the
 // channel already resumes where it stopped, whatever from says. The catch-up survives a
 // restart: a subscription that had not caught up when the process died goes on with it.
 type Starter interface {

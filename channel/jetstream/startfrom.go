@@ -39,8 +39,8 @@ const (
 // ConsumeFrom opens the subscription called name like Consume (channel.Starter). If its
 // durable consumer does not exist yet (or was removed and from is not latest: then it is
 // deleted first) and from is not latest, it first starts copying, in the background, the
-// archived events (WithRetention) stored from from up to now that from.Match accepts into
-// the subscription's subject. They are delivered beside the events routed to it from now
+// archived events (WithRetention) stored from from up to now (with from.Routed, up to when
+// that is closed) that from.Match accepts into the subscription's subject. They are delivered beside the events routed to it from now
 // on, each once (a page copied again after a crash is dropped by the stream's duplicate
 // window), not strictly before them. A subscription that exists resumes where it stopped,
 // going on with a copy under way; one whose consumer Remove kept, opened at latest,
@@ -120,7 +120,7 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 	}
 	c.log.Info("jetstream: subscription catching up with the events stored before it existed",
 		"subscription", name, "from", md[metaCatchUpFrom], "next_archive_seq", cu.next, "until_archive_seq", cu.bound)
-	jcons.wg.Go(func() { c.catchUp(jcons.ctx, name, cu, from.Match) })
+	jcons.wg.Go(func() { c.catchUp(jcons.ctx, name, cu, from) })
 	return jcons, nil
 }
 
@@ -163,12 +163,16 @@ func startName(from channel.StartFrom) string {
 	return from.Time.UTC().Format(time.RFC3339Nano)
 }
 
-// catchUp copies the archive's messages from cu's position up to its bound that match
-// accepts (and were not routed to name already) into name's subject, a page at a time,
-// recording after each page where it is; once done it removes the copy's state. Failures
-// are retried with a backoff until ctx ends (the consumer closed): a later open goes on.
-func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, match func(channel.Stored) bool) {
+// catchUp copies the archive's messages from cu's position up to its bound that
+// from.Match accepts (and were not routed to name already) into name's subject, a page at
+// a time, recording after each page where it is. Once at the bound it waits for
+// from.Routed (if set) and moves the bound to the archive's end then: what was stored
+// between the open and the routing is copied too. Then it removes the copy's state.
+// Failures are retried with a backoff until ctx ends (the consumer closed): a later open
+// goes on.
+func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, from channel.StartFrom) {
 	wait := minFetchBackoff
+	routed := from.Routed
 	var oc jetstream.Consumer
 	for ctx.Err() == nil {
 		var err error
@@ -177,10 +181,25 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, mat
 			oc, err = c.archiveFrom(ctx, cu)
 		}
 		if !done && err == nil {
-			done, err = c.copyPage(ctx, name, oc, &cu, match)
+			done, err = c.copyPage(ctx, name, oc, &cu, from.Match)
 		}
 		if err != nil {
 			oc = nil // start again from cu.next
+		}
+		if err == nil && done && routed != nil {
+			select {
+			case <-routed:
+			case <-ctx.Done():
+				return
+			}
+			var more bool
+			if more, err = c.extendCatchUp(ctx, name, &cu); err == nil {
+				routed = nil
+				if more {
+					oc = nil // the ordered consumer may have read past the old bound
+					continue
+				}
+			}
 		}
 		if err == nil && done {
 			err = c.setCatchUp(ctx, name, nil)
@@ -205,6 +224,20 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, mat
 		}
 		wait = min(2*wait, catchUpRetryMax)
 	}
+}
+
+// extendCatchUp moves cu's bound to the archive's end and records it, reporting whether
+// that left more to copy.
+func (c *Channel) extendCatchUp(ctx context.Context, name string, cu *catchUpState) (bool, error) {
+	last, err := c.archiveLast(ctx)
+	if err != nil || last <= cu.bound {
+		return false, err
+	}
+	cu.bound = last
+	if err := c.setCatchUp(ctx, name, cu); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // copyPage copies the next page (archivePage messages at most) of the catch-up, records
@@ -279,10 +312,12 @@ func (c *Channel) copyPage(ctx context.Context, name string, oc jetstream.Consum
 		}
 		done = true // the rest aged out
 	}
-	if next != cu.next && !done {
+	if next != cu.next {
 		cu.next = next
-		if err := c.setCatchUp(ctx, name, cu); err != nil {
-			return false, err
+		if !done { // once done, setCatchUp(nil) or extendCatchUp records it
+			if err := c.setCatchUp(ctx, name, cu); err != nil {
+				return false, err
+			}
 		}
 	}
 	return done, nil
@@ -303,6 +338,7 @@ func (c *Channel) setCatchUp(ctx context.Context, name string, cu *catchUpState)
 		delete(cfg.Metadata, metaCatchUpBound)
 	} else {
 		cfg.Metadata[metaCatchUpNext] = strconv.FormatUint(cu.next, 10)
+		cfg.Metadata[metaCatchUpBound] = strconv.FormatUint(cu.bound, 10)
 	}
 	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
 		return fmt.Errorf("recording the catch-up's position: %w", err)
@@ -338,7 +374,8 @@ func (c *Channel) archiveLast(ctx context.Context) (uint64, error) {
 
 // recreated opens again the subscription called name, whose durable consumer jc Remove
 // kept. From latest it resumes: the consumer is unmarked, with a copy of what the archive
-// stored since its removal (going on with a copy under way, up to the archive's end now).
+// stored since its removal (going on with a copy under way), up to the archive's end now
+// or, with from.Routed, when that is closed.
 // Otherwise the consumer and its events are deleted and it returns nil: it starts anew.
 func (c *Channel) recreated(ctx context.Context, name string, jc jetstream.Consumer, from channel.StartFrom) (jetstream.Consumer, error) {
 	cfg := jc.CachedInfo().Config
@@ -359,7 +396,7 @@ func (c *Channel) recreated(ctx context.Context, name string, jc jetstream.Consu
 	switch {
 	case cfg.Metadata[metaCatchUpBound] != "": // a copy under way: it goes on, up to now
 		cfg.Metadata[metaCatchUpBound] = strconv.FormatUint(last, 10)
-	case last > removed:
+	default: // even with nothing stored since: what is stored until it is routed is copied
 		cfg.Metadata[metaCatchUpID] = catchUpID()
 		cfg.Metadata[metaCatchUpFrom] = "earliest"
 		cfg.Metadata[metaCatchUpNext] = strconv.FormatUint(removed+1, 10)

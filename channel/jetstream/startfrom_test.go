@@ -228,6 +228,73 @@ func TestRecreatedResumes(t *testing.T) {
 	})
 }
 
+// TestCatchUpUntilRouted: a subscription opened with StartFrom.Routed gets the events
+// its filter accepts that were stored after it opened and before Routed was closed (the
+// broker's routing did not name it yet), once each, then those routed to it; both new
+// at earliest and re-created at latest, even when nothing was stored while it was gone.
+func TestCatchUpUntilRouted(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	c := newChannel(t, nc, "ns/routed", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	pub := func(subs []string, ids ...string) {
+		for _, id := range ids {
+			channeltest.Publish(t, c, subs, &event.Event{SpecVersion: "1.0", ID: id, Source: "/s", Type: "t"})
+		}
+	}
+	other := consume(t, c, "other")
+	for _, tt := range []struct {
+		name      string
+		from      channel.StartFrom
+		recreated bool
+		want      []string
+	}{
+		{"new at earliest", channel.StartFrom{Earliest: true}, false, []string{"e00", "e02", "e04", "live"}},
+		{"re-created", channel.StartFrom{}, true, []string{"e02", "e04", "live"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := strings.ReplaceAll(tt.name, " ", "-")
+			if tt.recreated {
+				k, err := c.ConsumeFrom(ctx, name, channel.StartFrom{Match: evenOnly})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = k.Close()
+				if err := c.Remove(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				pub([]string{"other"}, "e00", "e01")
+				channeltest.AckAll(t, channeltest.ReceiveN(t, other, 2, 20*time.Second))
+			}
+			routed := make(chan struct{})
+			from := tt.from
+			from.Match, from.Routed = evenOnly, routed
+			k, err := c.ConsumeFrom(ctx, name, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			// Stored after the open, routed by a broker whose index does not have it yet.
+			pub([]string{"other"}, "e02", "e03", "e04")
+			channeltest.AckAll(t, channeltest.ReceiveN(t, other, 3, 20*time.Second))
+			close(routed)
+			pub([]string{name}, "live")
+			ms := channeltest.ReceiveN(t, k, len(tt.want), 30*time.Second)
+			channeltest.AckAll(t, ms)
+			var ids []string
+			for _, m := range ms {
+				ids = append(ids, m.Event().ID)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, tt.want) {
+				t.Fatalf("got %v, want %v", ids, tt.want)
+			}
+			channeltest.ExpectNothing(t, k, time.Second)
+		})
+	}
+}
+
 // BenchmarkCatchUp: a subscription started at earliest receives the b.N events stored
 // for another one (copied from the archive, then fetched).
 func BenchmarkCatchUp(b *testing.B) {
