@@ -180,7 +180,7 @@ func TestIngressFullAndUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := s.Handler()
-	big := strings.Repeat("x", 700) // with the filler, more than the budget holds
+	big := strings.Repeat("x", 500) // with the filler, more than the budget holds
 	if rec := post(h, "POST", "/ns/b", binary("filler"), strings.Repeat("x", 200)); rec.Code != 202 {
 		t.Fatalf("the filler: %d %s", rec.Code, rec.Body)
 	}
@@ -208,6 +208,17 @@ func TestIngressFullAndUnavailable(t *testing.T) {
 	if rec := post(h, "POST", "/ns/b", binary("huge"), strings.Repeat("x", 1100)); rec.Code != 413 || rec.Header().Get("Retry-After") != "" ||
 		rec.Body.String() != "body exceeds the size limit: 1100 bytes, more than the channel holds at once (1024 bytes, --memory-limit)\n" {
 		t.Errorf("larger than the channel: %d Retry-After %q %q, want 413 naming --memory-limit", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	// So is one of unknown length, found larger once read.
+	req = httptest.NewRequest("POST", "/ns/b", io.MultiReader(strings.NewReader(strings.Repeat("x", 1100))))
+	for k, v := range binary("huge-chunked") {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = -1
+	rr = httptest.NewRecorder()
+	h.ServeHTTP(rr, req)
+	if rr.Code != 413 || rr.Header().Get("Retry-After") != "" || !strings.Contains(rr.Body.String(), "--memory-limit") {
+		t.Errorf("larger than the channel, length unknown: %d Retry-After %q %q, want 413 naming --memory-limit", rr.Code, rr.Header().Get("Retry-After"), rr.Body)
 	}
 	release()
 	if rec := post(h, "POST", "/ns/b", binary("fits"), `{}`); rec.Code != 202 {

@@ -1,7 +1,8 @@
 // Package memory is the fastest channel: events wait in per-subscription queues in
 // memory, bounded by a byte budget, and are lost if the process dies. It does the
 // Knative In-Memory Channel's job without its unbounded growth: when the budget is spent,
-// Publish fails at once with channel.ErrFull and ingress answers 429.
+// Publish fails at once with channel.ErrFull and ingress answers 429; a batch larger than
+// the whole budget fails with channel.ErrTooLarge (413): it could never be stored.
 //
 // An event routed to several subscriptions is stored once and counted once against the
 // budget; its bytes return when the last subscription settles it.
@@ -62,7 +63,8 @@ func (c *Channel) MaxBytes() int64 { return c.budget.Limit() }
 func (c *Channel) Budget() *Budget { return c.budget }
 
 // Publish queues each envelope on the subscriptions it names, all or nothing: if the
-// batch does not fit the budget it returns channel.ErrFull and queues none. A name with
+// batch does not fit the budget it returns channel.ErrFull and queues none (ErrTooLarge
+// when it is larger than the budget's limit). A name with
 // no open subscription (never consumed, or removed while the event was routed by the
 // index of before the removal) is skipped: the event is not stored for it, and an event
 // left with no subscription is neither stored nor charged to the budget.
@@ -90,6 +92,9 @@ func (c *Channel) Publish(_ context.Context, envs []channel.Envelope) error {
 	}
 	if total == 0 {
 		return nil
+	}
+	if total > c.budget.Limit() { // it could never fit: refused for good, not 429
+		return channel.Refuse(channel.ErrTooLarge, fmt.Sprintf("%d bytes, more than the channel holds at once (%d bytes, --memory-limit)", total, c.budget.Limit()), nil)
 	}
 	if !c.budget.reserve(total) {
 		return channel.Refuse(channel.ErrFull, fmt.Sprintf("%d bytes queued of %d", c.budget.Used(), c.budget.Limit()), nil)

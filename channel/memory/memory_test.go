@@ -88,6 +88,49 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestPublishLargerThanBudget: a batch larger than the budget's limit can never be
+// stored: Publish refuses it with ErrTooLarge (413), not ErrFull (429, retried forever),
+// and stores nothing; an event within the limit is still refused ErrFull while full.
+func TestPublishLargerThanBudget(t *testing.T) {
+	one := int64(ev("x", 1000).Size())
+	tests := []struct {
+		name  string
+		limit int64
+		batch int
+		want  error
+	}{
+		{"one event over the limit", one - 1, 1, channel.ErrTooLarge},
+		{"a batch over the limit", 2*one + 1, 3, channel.ErrTooLarge},
+		{"a batch over what is left", 3 * one, 3, channel.ErrFull}, // one is queued first
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(WithBudget(NewBudget(tt.limit)))
+			ctx := context.Background()
+			if _, err := c.Consume(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if errors.Is(tt.want, channel.ErrFull) {
+				if err := c.Publish(ctx, []channel.Envelope{{Event: ev("first", 1000), Subscriptions: []string{"a"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			used := c.Budget().Used()
+			var envs []channel.Envelope
+			for i := range tt.batch {
+				envs = append(envs, channel.Envelope{Event: ev(fmt.Sprint(i), 1000), Subscriptions: []string{"a"}})
+			}
+			err := c.Publish(ctx, envs)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("publish: %v, want %v", err, tt.want)
+			}
+			if u := c.Budget().Used(); u != used {
+				t.Fatalf("budget used %d after the refusal, was %d", u, used)
+			}
+		})
+	}
+}
+
 func TestFanOutReleasesOnLastAck(t *testing.T) {
 	c := New()
 	ctx := context.Background()
@@ -119,16 +162,18 @@ func TestBatchAllOrNothing(t *testing.T) {
 	if _, err := c.Consume(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	envs := []channel.Envelope{
+	if err := c.Publish(context.Background(), []channel.Envelope{{Event: ev("0", 100), Subscriptions: []string{"a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	envs := []channel.Envelope{ // fits the budget, not what is left of it
 		{Event: ev("1", 100), Subscriptions: []string{"a"}},
 		{Event: ev("2", 100), Subscriptions: []string{"a"}},
-		{Event: ev("3", 100), Subscriptions: []string{"a"}},
 	}
 	if err := c.Publish(context.Background(), envs); !errors.Is(err, channel.ErrFull) {
 		t.Fatalf("publish = %v, want ErrFull", err)
 	}
-	if n := c.Len("a"); n != 0 {
-		t.Fatalf("a partial batch was queued: %d", n)
+	if n := c.Len("a"); n != 1 {
+		t.Fatalf("a partial batch was queued: %d queued, want the first one only", n)
 	}
 }
 
