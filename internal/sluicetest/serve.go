@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type Serve struct {
 	Logs *syncbuf.Buffer // its standard error
 	// Exited receives the result of Cmd.Wait once, when the process ends.
 	Exited chan error
+	// Done is closed when the process has ended, after Exited got its result.
+	Done <-chan struct{}
 }
 
 // Start runs `bin serve --addr 127.0.0.1:0 args...` and returns once the process has
@@ -39,17 +42,23 @@ type Serve struct {
 func Start(t testing.TB, bin string, timeout time.Duration, args ...string) *Serve {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	// Killed with this test process if it dies first, so nothing it started outlives it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Serve{Cmd: cmd, Logs: &syncbuf.Buffer{}, Exited: make(chan error, 1)}
+	done := make(chan struct{})
+	s := &Serve{Cmd: cmd, Logs: &syncbuf.Buffer{}, Exited: make(chan error, 1), Done: done}
 	cmd.Stderr = s.Logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	urls := IngestURL(stdout)
-	go func() { s.Exited <- cmd.Wait() }()
+	go func() {
+		s.Exited <- cmd.Wait()
+		close(done)
+	}()
 	select {
 	case u := <-urls:
 		base, err := BaseOf(u)

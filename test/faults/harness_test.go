@@ -160,24 +160,42 @@ func tail(s string, n int) string {
 
 // sluice is a running `sluice serve`.
 type sluice struct {
-	*proc
+	*sluicetest.Serve
 	base string // http://127.0.0.1:PORT
 }
 
-// startSluice runs `sluice serve` on a free port with args and waits until it is ready.
+// startSluice runs `sluice serve` on a free port with args and waits until it is ready;
+// it is stopped (SIGTERM, then SIGKILL) when the test ends if still running.
 func startSluice(t *testing.T, args ...string) *sluice {
 	t.Helper()
-	p := startProc(t, "sluice", sluiceBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	u := p.waitLine("ingest: ", 30*time.Second)
-	base, err := sluicetest.BaseOf(u)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, tail(p.logs.String(), 4096))
-	}
-	s := &sluice{proc: p, base: base}
+	sv := sluicetest.Start(t, sluiceBin, 30*time.Second, args...)
+	s := &sluice{Serve: sv, base: sv.Base}
+	t.Cleanup(func() {
+		s.stop(20 * time.Second)
+		if t.Failed() {
+			t.Logf("sluice output (last 4 KiB):\n%s", tail(sv.Logs.String(), 4096))
+		}
+	})
 	if err := sluicetest.WaitReady(s.base, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, tail(p.logs.String(), 4096))
+		t.Fatalf("%v\n%s", err, tail(sv.Logs.String(), 4096))
 	}
 	return s
+}
+
+// stop sends SIGTERM and waits up to timeout, then kills. It is a no-op once exited.
+func (s *sluice) stop(timeout time.Duration) {
+	select {
+	case <-s.Done:
+		return
+	default:
+	}
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.Done:
+	case <-time.After(timeout):
+		_ = s.Cmd.Process.Kill()
+		<-s.Done
+	}
 }
 
 // metric sums the samples of the Prometheus metric lines starting with prefix; -1 if
@@ -199,7 +217,7 @@ type usage struct {
 
 func (s *sluice) usage() usage {
 	var u usage
-	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid)); err == nil {
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Cmd.Process.Pid)); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
@@ -207,7 +225,7 @@ func (s *sluice) usage() usage {
 			}
 		}
 	}
-	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid)); err == nil {
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.Cmd.Process.Pid)); err == nil {
 		u.FDs = len(fds)
 	}
 	u.Goroutines = int(s.metric("go_goroutines "))
