@@ -81,7 +81,9 @@ const (
 
 // Agent is the HTTP handler of `sluice load --agent`. It runs one schedule at a time:
 // POST /run while a run is in progress answers 409. GET /time answers the agent's
-// clock, GET /status the state, GET /result the last result.
+// clock, GET /status the state, GET /result the last result. POST /stop ends the run in
+// progress (the controller's when it is stopped or gives up): its result covers what
+// was sent until then.
 type Agent struct {
 	build func(Spec) (load.Options, error)
 	ctx   context.Context
@@ -91,6 +93,7 @@ type Agent struct {
 	state  string
 	err    string
 	result []byte
+	stop   context.CancelFunc // ends the run in progress; nil when none
 }
 
 // New returns an Agent. build turns a Spec into load options (the CLI's flag parser);
@@ -117,6 +120,15 @@ func New(ctx context.Context, build func(Spec) (load.Options, error)) *Agent {
 		_, _ = w.Write(a.result)
 	})
 	a.mux.HandleFunc("POST /run", a.start)
+	a.mux.HandleFunc("POST /stop", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		if a.stop != nil {
+			a.stop()
+		}
+		st := Status{State: a.state, Error: a.err}
+		a.mu.Unlock()
+		writeJSON(w, http.StatusOK, st)
+	})
 	return a
 }
 
@@ -149,20 +161,23 @@ func (a *Agent) start(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, Status{State: StateRunning, Error: "a run is in progress"})
 		return
 	}
-	a.state, a.err, a.result = StateRunning, "", nil
+	ctx, stop := context.WithCancel(a.ctx)
+	a.state, a.err, a.result, a.stop = StateRunning, "", nil, stop
 	a.mu.Unlock()
-	go a.run(o)
+	go a.run(ctx, o)
 	writeJSON(w, http.StatusAccepted, Status{State: StateRunning})
 }
 
-func (a *Agent) run(o load.Options) {
-	res, err := load.Run(a.ctx, o)
+func (a *Agent) run(ctx context.Context, o load.Options) {
+	res, err := load.Run(ctx, o)
 	var body []byte
 	if err == nil {
 		body, err = encodeResult(res)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stop()
+	a.stop = nil
 	if err != nil {
 		a.state, a.err = StateFailed, err.Error()
 		return

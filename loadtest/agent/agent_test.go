@@ -101,6 +101,47 @@ func TestControllerSplitsAndMerges(t *testing.T) {
 	}
 }
 
+// A controller stopped before its agents finish stops their runs: none outlives it,
+// and each takes a new run at once.
+func TestStoppedControllerStopsAgents(t *testing.T) {
+	target := httptest.NewServer(receive.New(receive.Options{}))
+	defer target.Close()
+	var addrs []string
+	for range 2 {
+		s := httptest.NewServer(New(context.Background(), build))
+		defer s.Close()
+		addrs = append(addrs, strings.TrimPrefix(s.URL, "http://"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(StartLead+time.Second, cancel) // a second into the run
+	c := &Controller{Agents: addrs}
+	m, err := c.Run(ctx, Spec{Target: target.URL, Rate: 20, Duration: 10 * time.Minute, Connections: 2, Run: "stopped"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range m.Agents {
+		if a.Error == "" {
+			t.Errorf("agent %s: no error, though the controller was stopped before its result", a.Addr)
+		}
+	}
+	for _, addr := range addrs {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var st Status
+			if err := (&Controller{Client: http.DefaultClient}).call(context.Background(), http.MethodGet, addr, "/status", nil, http.StatusOK, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.State != StateRunning {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("agent %s still running 30s after its controller was stopped", addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 // Merge equals the union: each agent's histograms go over the wire as the agent
 // sends them (encodeResult, JSON, decode), and the merged latency and lag histograms
 // hold, bucket by bucket, the counts of all the agents' values recorded into one.

@@ -77,6 +77,8 @@ func (c *Controller) Run(ctx context.Context, spec Spec, wait time.Duration) (*M
 		c.logf("agent %s: clock skew %v (round trip %v)\n", addr, skew.Round(time.Microsecond), rtt.Round(time.Microsecond))
 	}
 	start := time.Now().Add(StartLead)
+	started := make([]bool, len(c.Agents))
+	defer func() { c.stopUnfinished(ctx, started) }()
 	for i, addr := range c.Agents {
 		if reps[i].Error != "" {
 			continue
@@ -85,7 +87,9 @@ func (c *Controller) Run(ctx context.Context, spec Spec, wait time.Duration) (*M
 		s.ShareIndex, s.ShareOf, s.StartAt = i, len(c.Agents), start.Add(reps[i].Skew)
 		if err := c.call(ctx, http.MethodPost, addr, "/run", s, http.StatusAccepted, nil); err != nil {
 			reps[i].Error = err.Error()
+			continue
 		}
+		started[i] = true
 	}
 	deadline := time.Now().Add(StartLead + wait)
 	results := make([]*Result, len(c.Agents))
@@ -98,7 +102,7 @@ func (c *Controller) Run(ctx context.Context, spec Spec, wait time.Duration) (*M
 			reps[i].Error = err.Error()
 			continue
 		}
-		results[i] = r
+		results[i], started[i] = r, false
 		reps[i].Requests, reps[i].IntendedRate, reps[i].Rate = r.Requests, r.IntendedRate, r.Rate
 		reps[i].Behind = r.IntendedRate > 0 && r.Rate < (1-tol)*r.IntendedRate
 	}
@@ -121,6 +125,25 @@ func (c *Controller) Run(ctx context.Context, spec Spec, wait time.Duration) (*M
 		m.Result = Merge(ok)
 	}
 	return m, nil
+}
+
+// stopTimeout bounds the stop sent to an agent whose result the controller gave up on.
+const stopTimeout = 5 * time.Second
+
+// stopUnfinished asks each agent marked in started (its run was started and its result
+// not read: the controller was stopped, or it waited past the deadline) to end its run,
+// so that no load outlives the controller.
+func (c *Controller) stopUnfinished(ctx context.Context, started []bool) {
+	for i, addr := range c.Agents {
+		if !started[i] {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		if err := c.call(sctx, http.MethodPost, addr, "/stop", nil, http.StatusOK, nil); err != nil {
+			c.logf("agent %s: stopping its run: %v\n", addr, err)
+		}
+		cancel()
+	}
 }
 
 // skew estimates addr's clock offset NTP-style: offset = agent time − midpoint of
