@@ -43,8 +43,9 @@ type consumer struct {
 
 	joined atomic.Bool // the group gave this member its share (possibly none) at least once
 
-	catch  atomic.Pointer[catchUp] // nil unless it started in the past and may still be catching up (startfrom.go)
-	latest *channel.StartFrom      // opened from latest: poll resolves catch before its first fetch
+	catch   atomic.Pointer[catchUp] // nil unless it started in the past and may still be catching up (startfrom.go)
+	latest  *channel.StartFrom      // opened from latest: poll resolves catch before its first fetch
+	boundMu sync.Mutex              // held while moving catch's bound at routing (routedBound)
 
 	ownMu sync.Mutex
 	owned map[int32]bool // partitions the group assigned to this member now
@@ -236,6 +237,15 @@ func (k *consumer) poll() {
 			failed = true
 			k.ch.log.Warn("fetch", "kafka: fetch failed; retrying", "topic", t, "partition", p, "subscription", k.name, "err", err)
 		})
+		// A record past a catch-up's bound is judged once the bound moved at routing (the
+		// broker routes to the subscription right after opening its triggers).
+		for k.ctx.Err() == nil && k.pastBound(fs) && !k.routedBound(k.ctx, true) {
+			k.sleep(time.Second)
+		}
+		if k.ctx.Err() != nil {
+			k.cl.AllowRebalance()
+			return
+		}
 		k.mu.Lock()
 		fs.EachRecord(k.add)
 		k.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,15 +23,17 @@ var _ channel.Starter = (*Channel)(nil)
 const startTimeout = 10 * time.Second
 
 // catchUp is what a subscription started in the past delivers besides its routed
-// records: the records below bound (per partition, the end offsets when it was created)
-// and at or past low (where it was removed, for a re-created one whose group never
-// committed; missing: from its position) that match accepts.
+// records: the records below bound (per partition, the end offsets when it was created,
+// then when routed was closed) and at or past low (where it was removed, for a
+// re-created one whose group never committed; missing: from its position) that match
+// accepts. It is not changed once stored in a consumer: moving the bound stores a new one.
 type catchUp struct {
 	bound  map[int32]int64
 	low    map[int32]int64
 	match  func(channel.Stored) bool
-	marker string      // the group whose committed offsets hold bound while catching up
-	done   atomic.Bool // every partition's commit reached bound: the marker is deleted
+	marker string          // the group whose committed offsets hold bound while catching up
+	routed <-chan struct{} // StartFrom.Routed until the bound moved past it; nil then, or when none
+	done   atomic.Bool     // every partition's commit reached bound: the marker is deleted
 }
 
 // startGroup is the consumer group whose committed offsets record, while the
@@ -44,7 +47,9 @@ func (c *Channel) startGroup(name string) string { return c.group(name) + "/star
 // to it (channel.Starter). Re-created after Remove, it resumes from its group's commit
 // with that catch-up (the events stored while it was gone; from where it was removed
 // when its group never committed), unless from is not latest: then it starts at from.
-// Those end offsets are committed first to a group of their own (<group>/start-from),
+// With from.Routed, the catch-up goes on past those end offsets: once from.Routed is
+// closed, its bound moves to the topic's end offsets then (routedBound), and it is not
+// over before. The end offsets are committed first to a group of their own (<group>/start-from),
 // read back by a later call until the catch-up is over (every partition's commit past
 // them; then that group is deleted): a process killed while catching up goes on after
 // its restart.
@@ -105,7 +110,7 @@ func (c *Channel) resolveCatchUp(ctx context.Context, name string, from channel.
 	}
 	c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
 		"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound, "from_offsets", low)
-	return &catchUp{bound: bound, low: low, match: from.Match, marker: c.startGroup(name)}, nil
+	return &catchUp{bound: bound, low: low, match: from.Match, marker: c.startGroup(name), routed: from.Routed}, nil
 }
 
 // resolveLatest sets the consumer's catch-up when it was opened from latest: called by
@@ -346,11 +351,17 @@ func (k *consumer) catches(r *kgo.Record) bool {
 }
 
 // checkCaughtUp deletes the catch-up's marker group once the subscription's group has
-// committed, on every partition, at least its bound.
+// committed, on every partition, at least its bound, moved past its Routed channel first.
 func (k *consumer) checkCaughtUp(ctx context.Context) {
 	cu := k.catch.Load()
 	if cu == nil || cu.done.Load() {
 		return
+	}
+	if cu.routed != nil {
+		if !k.routedBound(ctx, false) {
+			return // not routed yet: what is stored until then is caught up too
+		}
+		cu = k.catch.Load()
 	}
 	have, err := k.ch.committed(ctx, k.group)
 	if err != nil {
@@ -367,4 +378,70 @@ func (k *consumer) checkCaughtUp(ctx context.Context) {
 	}
 	cu.done.Store(true)
 	k.ch.cfg.logger.Info("kafka: subscription caught up with the events stored before it existed", "subscription", k.name, "group", k.group)
+}
+
+// pastBound reports whether fs holds a record at or past the bound of a catch-up whose
+// Routed channel is still to be waited for: it cannot be judged before the bound moves.
+func (k *consumer) pastBound(fs kgo.Fetches) bool {
+	cu := k.catch.Load()
+	if cu == nil || cu.routed == nil {
+		return false
+	}
+	past := false
+	fs.EachRecord(func(r *kgo.Record) {
+		if b, ok := cu.bound[r.Partition]; !ok || r.Offset >= b {
+			past = true
+		}
+	})
+	return past
+}
+
+// routedBound moves the bound of the consumer's catch-up, once its Routed channel is
+// closed (the broker's routing names the subscription), to the topic's end offsets then:
+// the records stored between the open and the routing are caught up too. The new bound
+// is committed to the marker group before it is used, so that a restart goes on with it.
+// With wait it waits for Routed until ctx ends; without, it returns at once while Routed
+// is open. It reports whether the bound is final (nothing left to wait for).
+func (k *consumer) routedBound(ctx context.Context, wait bool) bool {
+	cu := k.catch.Load()
+	if cu == nil || cu.routed == nil {
+		return true
+	}
+	if wait {
+		select {
+		case <-cu.routed:
+		case <-ctx.Done():
+			return false
+		}
+	} else {
+		select {
+		case <-cu.routed:
+		default:
+			return false
+		}
+	}
+	k.boundMu.Lock()
+	defer k.boundMu.Unlock()
+	if cu = k.catch.Load(); cu == nil || cu.routed == nil {
+		return true // moved meanwhile
+	}
+	ends, err := k.ch.adm.ListEndOffsets(ctx, k.ch.topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err == nil {
+		bound := maps.Clone(cu.bound)
+		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = max(bound[o.Partition], o.Offset) })
+		if err = k.ch.commitMarker(ctx, cu.marker, bound, cu.low); err == nil {
+			k.catch.Store(&catchUp{bound: bound, low: cu.low, match: cu.match, marker: cu.marker})
+			k.ch.cfg.logger.Info("kafka: subscription routed: its catch-up goes on up to the end offsets now",
+				"subscription", k.name, "group", k.group, "until_offsets", bound)
+			return true
+		}
+	}
+	if ctx.Err() == nil {
+		k.ch.log.Warn("catchup", "kafka: cannot move the catch-up's bound to the end offsets at routing; retrying",
+			"subscription", k.name, "group", k.group, "err", err)
+	}
+	return false
 }

@@ -273,3 +273,81 @@ func TestConsumeFromLatestNeedsNoAnswer(t *testing.T) {
 	}
 	receiveIDs(t, k, time.Second, []string{"e2"}, "e2")
 }
+
+// TestCatchUpUntilRouted: a subscription opened with StartFrom.Routed gets the events
+// Match accepts that were stored after its catch-up's bound was taken and before Routed
+// was closed (the broker's routing did not name it yet), then those routed to it; both
+// new at earliest and re-created at latest, even when nothing was stored while it was
+// gone; and, closed once routed and opened again without Routed (a restart), from the
+// bound recorded at routing. Each waits until its consumer joined its group (for the
+// re-created one, its catch-up was resolved then) before those events are stored.
+func TestCatchUpUntilRouted(t *testing.T) {
+	ctx := channeltest.Ctx(t, 180*time.Second)
+	for _, tt := range []struct {
+		name      string
+		from      channel.StartFrom
+		recreated bool
+		restart   bool
+		want      []string
+	}{
+		{"new at earliest", channel.StartFrom{Earliest: true}, false, false, []string{"e00", "e02", "e04", "live"}},
+		{"re-created", channel.StartFrom{}, true, false, []string{"e02", "e04", "live"}},
+		{"restarted after routing", channel.StartFrom{Earliest: true}, false, true, []string{"e00", "e02", "e04", "live"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newChannel(t) // a topic of its own: the ids are the same in each
+			name := strings.ReplaceAll(tt.name, " ", "-")
+			if tt.recreated {
+				k, err := c.ConsumeFrom(ctx, name, channel.StartFrom{Match: evenIDs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitJoined(t, k)
+				_ = k.Close()
+				if err := c.Remove(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				channeltest.Publish(t, c, []string{"other"}, ev("e00"), ev("e01"))
+			}
+			routed := make(chan struct{})
+			from := tt.from
+			from.Match, from.Routed = evenIDs, routed
+			k, err := c.ConsumeFrom(ctx, name, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			waitJoined(t, k)
+			// Stored after the open, routed by a broker whose index does not have it yet.
+			channeltest.Publish(t, c, []string{"other"}, ev("e02"), ev("e03"), ev("e04"))
+			close(routed)
+			channeltest.Publish(t, c, []string{name}, ev("live"))
+			if tt.restart { // nothing acknowledged: it all comes again, from the marker's bound
+				if err := k.Close(); err != nil {
+					t.Fatal(err)
+				}
+				from.Routed = nil
+				if k, err = c.ConsumeFrom(ctx, name, from); err != nil {
+					t.Fatal(err)
+				}
+				defer k.Close()
+			}
+			receiveIDs(t, k, 2*time.Second, tt.want, tt.want...)
+		})
+	}
+}
+
+// waitJoined waits until k joined its group (channel.Joiner).
+func waitJoined(t *testing.T, k channel.Consumer) {
+	t.Helper()
+	j, ok := k.(channel.Joiner)
+	if !ok {
+		t.Fatalf("%T is no channel.Joiner", k)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !j.Joined(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer did not join its group in 30s")
+		}
+	}
+}

@@ -9,8 +9,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-broker/sluice/channel/kinesis/kinesistest"
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
+
+// startFromChannel is a channel on which a trigger can start in the past
+// (sluice.dev/start-from) and a re-created trigger resumes, with what it needs.
+type startFromChannel struct {
+	name string
+	args func(t *testing.T) []string // the broker's channel flags (skip t when the channel is not there)
+	// broker annotates the broker default of ns in doc (a brokerYAMLIn); nil: as it is.
+	broker func(ns, doc string) string
+	// resumed is a log line to wait for, once a removed trigger is back, before the events
+	// it should get from then on are posted; "": none.
+	resumed string
+}
+
+// startFromChannels are the channels the start-from tests run on: kafka, jetstream (with
+// sluice.dev/retention, where its catch-up reads), kinesis with checkpoint files and with
+// a lease table.
+func startFromChannels() []startFromChannel {
+	return []startFromChannel{
+		{name: "kafka", args: kafkaArgs},
+		{name: "jetstream", args: jetstreamArgs, broker: withRetention, resumed: "resumes where that one stopped"},
+		{name: "kinesis", args: kinesisArgs},
+		{name: "kinesis-leased", args: leasedKinesisArgs},
+	}
+}
+
+// doc is the broker configuration doc of ns annotated for the channel.
+func (c startFromChannel) doc(ns, doc string) string {
+	if c.broker == nil {
+		return doc
+	}
+	return c.broker(ns, doc)
+}
 
 // withRetention annotates the broker default of ns (a brokerYAMLIn) with
 // sluice.dev/retention: 1h: on jetstream, its archive is where a trigger starting in the
@@ -20,13 +53,31 @@ func withRetention(ns, doc string) string {
 		"metadata: {name: default, namespace: "+ns+`, annotations: {sluice.dev/retention: "1h"}}`, 1)
 }
 
-// TestStartFromJetStream: TestStartFromKafka on the jetstream channel with
-// sluice.dev/retention: triggers added to a broker that already stored events get, at
-// earliest, the stored events their filter matches, at a time those stored from then on,
-// without the annotation only the new ones; the broker is killed (-9) while the earliest
-// one is catching up (its subscriber failing) and after the restart it gets every one.
-func TestStartFromJetStream(t *testing.T) {
-	ns := fmt.Sprintf("jsstartfrom%d", time.Now().UnixNano())
+// leasedKinesisArgs are kinesisArgs with a lease table of their own (the servers of
+// scripts/kinesis.sh and scripts/dynalite.sh) instead of a checkpoint directory.
+func leasedKinesisArgs(t *testing.T) []string {
+	args := kinesisArgs(t)
+	args = args[:len(args)-2] // its --kinesis-checkpoint-dir: the lease table holds the checkpoints
+	return append(args, "--kinesis-lease-table", fmt.Sprintf("sluice-e2e-%d", time.Now().UnixNano()),
+		"--dynamodb-endpoint", kinesistest.DynamoDBEndpoint(t))
+}
+
+// TestStartFrom: on each channel that can (startFromChannels), triggers added to a
+// broker that already stored events: one annotated sluice.dev/start-from: earliest gets
+// the stored events its filter matches (they were stored for another trigger, before it
+// existed), one with a time gets those stored from then on, one without the annotation
+// only the new ones. The broker is killed (-9) while the earliest one is catching up
+// (its subscriber failing): after the restart it gets every one of them, then the live
+// ones, and each trigger gets no other.
+func TestStartFrom(t *testing.T) {
+	for _, ch := range startFromChannels() {
+		t.Run(ch.name, func(t *testing.T) {
+			runStartFrom(t, ch, fmt.Sprintf("startfrom%d", time.Now().UnixNano()))
+		})
+	}
+}
+
+func runStartFrom(t *testing.T, ch startFromChannel, ns string) {
 	var up atomic.Bool
 	late := newSubscriber(t, func(*http.Request, int) int {
 		if !up.Load() {
@@ -35,9 +86,9 @@ func TestStartFromJetStream(t *testing.T) {
 		return http.StatusAccepted
 	})
 	timed, plain, all := newSubscriber(t, nil), newSubscriber(t, nil), newSubscriber(t, nil)
-	base := withRetention(ns, brokerYAMLIn(ns, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.1S}", [3]string{"all", "", all.URL}))
+	base := ch.doc(ns, brokerYAMLIn(ns, "{retry: 1000, backoffPolicy: linear, backoffDelay: PT0.1S}", [3]string{"all", "", all.URL}))
 	cfg := writeConfig(t, base)
-	args := append([]string{"--config", cfg}, jetstreamArgs(t)...)
+	args := append([]string{"--config", cfg}, ch.args(t)...)
 	b := startBroker(t, args...)
 	url := b.base + "/" + ns + "/default"
 	const n = 10
@@ -103,17 +154,24 @@ func TestStartFromJetStreamNeedsRetention(t *testing.T) {
 	})
 }
 
-// TestRecreatedTriggerResumesJetStream: TestRecreatedTriggerResumesKafka on the
-// jetstream channel with sluice.dev/retention: a trigger removed by a reload and added
-// back with the same name gets the events its filter matches that were stored while it
-// was gone, and not the ones it had delivered before.
-func TestRecreatedTriggerResumesJetStream(t *testing.T) {
-	ns := fmt.Sprintf("jsrecreate%d", time.Now().UnixNano())
+// TestRecreatedTriggerResumes: on each channel that can (startFromChannels), a trigger
+// removed by a reload and added back with the same name resumes where it stopped: it
+// gets the events its filter matches that were stored (for another trigger) while it
+// was gone, then the new ones, and not the ones it had delivered before.
+func TestRecreatedTriggerResumes(t *testing.T) {
+	for _, ch := range startFromChannels() {
+		t.Run(ch.name, func(t *testing.T) {
+			runRecreated(t, ch, fmt.Sprintf("recreate%d", time.Now().UnixNano()))
+		})
+	}
+}
+
+func runRecreated(t *testing.T, ch startFromChannel, ns string) {
 	sub, all := newSubscriber(t, nil), newSubscriber(t, nil)
-	without := withRetention(ns, brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}))
-	with := withRetention(ns, brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}, [3]string{"t", "e2e.b", sub.URL}))
+	without := ch.doc(ns, brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}))
+	with := ch.doc(ns, brokerYAMLIn(ns, "", [3]string{"all", "", all.URL}, [3]string{"t", "e2e.b", sub.URL}))
 	cfg := writeConfig(t, with)
-	b := startBroker(t, append([]string{"--config", cfg}, jetstreamArgs(t)...)...)
+	b := startBroker(t, append([]string{"--config", cfg}, ch.args(t)...)...)
 	url := b.base + "/" + ns + "/default"
 	postN(t, url, "before", "e2e.b", 3)
 	sub.waitFor(t, 3, 60*time.Second)
@@ -126,7 +184,9 @@ func TestRecreatedTriggerResumesJetStream(t *testing.T) {
 	all.waitFor(t, 3+4+2, 60*time.Second)
 
 	replaceFile(t, cfg, with)
-	sluicetest.Eventually(t, 30*time.Second, "the trigger back", func() bool { return strings.Contains(b.logs.String(), "resumes where that one stopped") })
+	if ch.resumed != "" {
+		sluicetest.Eventually(t, 30*time.Second, "the trigger back", func() bool { return strings.Contains(b.logs.String(), ch.resumed) })
+	}
 	postN(t, url, "back", "e2e.b", 2)
 	sluicetest.Eventually(t, 60*time.Second, "the re-created trigger's events", func() bool { return len(distinctIDs(sub)) >= 3+4+2 })
 	time.Sleep(time.Second) // anything more would come now
