@@ -21,7 +21,6 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
-	"github.com/sluice-broker/sluice/filter"
 	"github.com/sluice-broker/sluice/internal/ratelog"
 )
 
@@ -37,7 +36,7 @@ type Broker struct {
 	durable bool // channel.IsDurable(ch): stored events outlive the process
 	ch      channel.Channel
 	chName  string // "the NAME channel" it runs on, or the server's default, for messages
-	index   atomic.Pointer[filter.Index]
+	routing atomic.Pointer[routing] // the routing index, swapped by apply (routing.go)
 	log     *slog.Logger
 	refused *ratelog.Logger // requests refused: not stored by the channel (ingress.go), unauthorized (authorize.go)
 	srv     *Server
@@ -79,10 +78,11 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{routes: make([]str
 // channel.ErrFull, channel.ErrUnavailable or channel.ErrClosed. unmatched counts the
 // events that matched no trigger.
 func (b *Broker) ingest(ctx context.Context, evs []*event.Event) (unmatched int, err error) {
-	idx := b.index.Load()
+	rt := b.acquireRouting()
+	defer rt.release() // once stored: a swap waits for it (routing.go)
 	sc := scratchPool.Get().(*scratch)
 	for _, e := range evs {
-		sc.routes = idx.Route(e, sc.routes)
+		sc.routes = rt.idx.Route(e, sc.routes)
 		sc.ends = append(sc.ends, len(sc.routes))
 	}
 	start := 0

@@ -52,8 +52,9 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.cfg = cfg
 	b.setRate(cfg.MaxRate)
 	b.setDedup(cfg.DedupWindow)
-	// Closed once the index routes to the triggers started below: a catch-up (start-from,
-	// a re-created trigger) goes on up to then, so that nothing stored before is missed.
+	// Closed once the index routes to the triggers started below and every event the old
+	// one routed is stored: a catch-up (start-from, a re-created trigger) goes on up to
+	// then, so that nothing stored before is missed.
 	routed := make(chan struct{})
 	want := make(map[string]bool, len(cfg.Triggers))
 	entries := make([]filter.IndexEntry, 0, len(cfg.Triggers))
@@ -91,8 +92,11 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		want[name] = true
 		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
 	}
-	b.index.Store(filter.NewIndex(entries))
-	close(routed)
+	old := b.swapRouting(filter.NewIndex(entries))
+	b.runs.Go(func() { // closed once every event the old index routed is stored
+		old.waitIdle(b.srv.life)
+		close(routed)
+	})
 	for name, t := range b.triggers {
 		if !want[name] {
 			delete(b.triggers, name)
