@@ -35,7 +35,7 @@ type Broker struct {
 	isKnBr  bool // a Broker (TTL applies), not a Channel
 	durable bool // channel.IsDurable(ch): stored events outlive the process
 	ch      channel.Channel
-	chName  string // "the NAME channel" it runs on, or the server's default, for messages
+	chName  string                  // "the NAME channel" it runs on, or the server's default, for messages
 	routing atomic.Pointer[routing] // the routing index, swapped by apply (routing.go)
 	log     *slog.Logger
 	refused *ratelog.Logger // requests refused: not stored by the channel (ingress.go), unauthorized (authorize.go)
