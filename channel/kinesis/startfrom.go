@@ -38,11 +38,11 @@ type startMark struct {
 // ConsumeFrom opens the subscription called name like Consume; if it is new (it has no
 // checkpoint) and from is not latest, it reads each shard from its oldest record,
 // skipping those that arrived before from.Time, and delivers those that arrived before
-// now (plus startMargin; with from.Routed, when that is closed plus startMargin) that
-// from.Match accepts as well as those routed to it (channel.Starter). Where the catch-up ends is written into its checkpoint before it
-// reads: a process killed mid-way goes on with it after its restart. A subscription that
-// has a checkpoint resumes where it stopped, whatever from says. With a lease table a
-// start other than latest is refused.
+// now (with from.Routed: when that is closed) plus startMargin that from.Match accepts,
+// as well as those routed to it (channel.Starter). Where the catch-up ends is written
+// into its checkpoint before it reads (and again before it reads past that, with
+// from.Routed): a process killed mid-way goes on with it after its restart. A
+// subscription that has a checkpoint resumes where it stopped, whatever from says.
 func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.StartFrom) (channel.Consumer, error) {
 	if from.Match == nil {
 		return c.Consume(ctx, name)
