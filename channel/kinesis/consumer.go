@@ -41,9 +41,14 @@ type consumer struct {
 
 	// With a lease table (ch.leases): used by the follow goroutine, then by Close.
 	// start and match: the catch-up of a subscription started in the past (startfrom.go),
-	// nil otherwise. Set before the readers start, then only read.
+	// nil otherwise. match is set before the readers start, then only read; start is
+	// guarded by mu (extendCatchUp moves its end).
 	start *startMark
 	match func(channel.Stored) bool
+	// extended, when not nil, is closed once the catch-up's end has moved to when the
+	// broker routed to the subscription (StartFrom.Routed) and that is recorded: a reader
+	// waits for it before it judges a record that arrived past start.Until.
+	extended chan struct{}
 
 	group string     // the subscription's leases
 	seed  checkpoint // a checkpoint file's, for leases created here
@@ -79,10 +84,11 @@ type pending struct {
 
 var _ channel.Consumer = (*consumer)(nil)
 
-// newConsumer opens the consumer of the subscription called name; match, if not nil,
-// runs its catch-up when its checkpoint has one (with a lease table: leased, and seed,
-// if not nil, seeds the leases it creates instead of the checkpoint file).
-func newConsumer(c *Channel, name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (*consumer, error) {
+// newConsumer opens the consumer of the subscription called name; from.Match, if not
+// nil, runs its catch-up when its checkpoint has one (with a lease table: leased, and
+// seed, if not nil, seeds the leases it creates instead of the checkpoint file), whose
+// end moves to when from.Routed is closed if it has not passed or awaits routing.
+func newConsumer(c *Channel, name string, from channel.StartFrom, leased *startMark, seed *checkpoint) (*consumer, error) {
 	var path string
 	var cp checkpoint
 	if c.cfg.checkpointDir != "" {
@@ -105,10 +111,13 @@ func newConsumer(c *Channel, name string, match func(channel.Stored) bool, lease
 	if c.leases != nil {
 		k.start = leased
 	}
-	if match == nil || k.start == nil {
+	if from.Match == nil || k.start == nil {
 		k.start = nil
 	} else {
-		k.match = match
+		k.match = from.Match
+		if from.Routed != nil && (k.start.AwaitsRouting || time.Now().Before(k.start.Until)) {
+			k.extended = make(chan struct{})
+		}
 	}
 	if c.leases != nil {
 		// The checkpoint file, if any, only seeds leases: the table holds the truth.
@@ -122,6 +131,9 @@ func newConsumer(c *Channel, name string, match func(channel.Stored) bool, lease
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.wg.Add(1)
 	go k.follow()
+	if k.extended != nil {
+		k.wg.Go(func() { k.extendCatchUp(from.Routed) })
+	}
 	return k, nil
 }
 
@@ -381,15 +393,28 @@ func (k *consumer) add(sh *shard, r types.Record) bool {
 	k.mu.Lock()
 	sh.last = seq
 	_, skipped := sh.skip[seq]
+	start := k.start
 	k.mu.Unlock()
 	var e *event.Event
 	if !skipped {
+		at := aws.ToTime(r.ApproximateArrivalTimestamp)
+		if start != nil && k.extended != nil && !at.Before(start.Until) {
+			// Past where the catch-up ends as recorded: it may end later (StartFrom.Routed).
+			select {
+			case <-k.extended:
+			case <-sh.ctx.Done():
+				return false
+			}
+			k.mu.Lock()
+			start = k.start
+			k.mu.Unlock()
+		}
 		ev, routes, err := decodeFrame(r.Data)
 		if err != nil {
 			k.ch.log.Warn("decode", "kinesis: skipping a record that is not a Sluice event", "shard", sh.id, "seq", seq, "err", err)
 		}
 		routed := slices.Contains(routes, k.name)
-		if err == nil && k.catchUp(channel.Stored{Event: ev, Time: aws.ToTime(r.ApproximateArrivalTimestamp), Subscriptions: routes}, routed) {
+		if err == nil && k.catchUp(start, channel.Stored{Event: ev, Time: at, Subscriptions: routes}, routed) {
 			e = ev
 		}
 	}

@@ -243,15 +243,15 @@ func (c *Channel) Consume(ctx context.Context, name string) (channel.Consumer, e
 	if k := c.consumers[name]; k != nil {
 		return k, nil
 	}
-	return c.openLocked(name, nil, nil, nil)
+	return c.openLocked(name, channel.StartFrom{}, nil, nil)
 }
 
-// openLocked opens the consumer of the subscription called name, with the filter match
-// of its catch-up if it has one (in its checkpoint file, or leased with a lease table),
-// seeding the leases it creates from seed (a removed subscription's) if not nil. Called
-// with c.mu held.
-func (c *Channel) openLocked(name string, match func(channel.Stored) bool, leased *startMark, seed *checkpoint) (channel.Consumer, error) {
-	k, err := newConsumer(c, name, match, leased, seed)
+// openLocked opens the consumer of the subscription called name, with the filter
+// from.Match of its catch-up if it has one (in its checkpoint file, or leased with a
+// lease table) and from.Routed to move its end, seeding the leases it creates from seed
+// (a removed subscription's) if not nil. Called with c.mu held.
+func (c *Channel) openLocked(name string, from channel.StartFrom, leased *startMark, seed *checkpoint) (channel.Consumer, error) {
+	k, err := newConsumer(c, name, from, leased, seed)
 	if err != nil {
 		return nil, err
 	}

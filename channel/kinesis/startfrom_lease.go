@@ -16,7 +16,7 @@ import (
 
 // With a lease table, the catch-up of a subscription started in the past is an item of
 // the table: group "<stream>#start", shard the subscription, from and until RFC 3339
-// times. Every replica reads it when it opens the subscription. Remove moves it, with
+// times (keep_routed and awaits_routing as in startMark). Every replica reads it when it opens the subscription. Remove moves it, with
 // the checkpoints of the leases it deletes, into an item of group "<stream>#removed"
 // (shard the subscription, checkpoint its JSON), kept for the stream's retention, from
 // which a subscription re-created with the name resumes.
@@ -26,6 +26,7 @@ const (
 	attrFrom           = "from"
 	attrUntil          = "until"
 	attrKeepRouted     = "keep_routed"
+	attrAwaitsRouting  = "awaits_routing"
 	attrCheckpoint     = "checkpoint"
 	// startTimeout bounds the lease table calls of ConsumeFrom.
 	startTimeout = 10 * time.Second
@@ -64,14 +65,14 @@ func (c *Channel) leasedStart(ctx context.Context, name string, from channel.Sta
 	now := time.Now()
 	switch {
 	case rem != nil:
-		mark = &startMark{From: rem.Removed.Add(-startMargin), Until: now.Add(startMargin), KeepRouted: true}
+		mark = &startMark{From: rem.Removed.Add(-startMargin), Until: now.Add(startMargin), KeepRouted: true, AwaitsRouting: from.Routed != nil}
 		if rem.Start != nil {
 			mark.From, mark.KeepRouted = rem.Start.From, rem.Start.KeepRouted
 		}
 	case from.Latest():
 		return nil, nil, nil
 	default:
-		mark = &startMark{From: from.Time, Until: now.Add(startMargin)}
+		mark = &startMark{From: from.Time, Until: now.Add(startMargin), AwaitsRouting: from.Routed != nil}
 	}
 	item := t.key(group, name)
 	item[attrUntil] = &types.AttributeValueMemberS{Value: mark.Until.UTC().Format(time.RFC3339Nano)}
@@ -80,6 +81,9 @@ func (c *Channel) leasedStart(ctx context.Context, name string, from channel.Sta
 	}
 	if mark.KeepRouted {
 		item[attrKeepRouted] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if mark.AwaitsRouting {
+		item[attrAwaitsRouting] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	_, err = t.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(t.name), Item: item,
@@ -95,7 +99,7 @@ func (c *Channel) leasedStart(ctx context.Context, name string, from channel.Sta
 		return nil, nil, fmt.Errorf("kinesis: storing the start of subscription %s: %w", name, err)
 	}
 	c.cfg.logger.Info("kinesis: subscription catching up with the events stored before it existed",
-		"subscription", name, "stream", c.stream, "from", startName(from), "since", mark.From, "until", mark.Until, "recreated", rem != nil)
+		"subscription", name, "stream", c.stream, "from", startName(from), "since", mark.From, "until", mark.Until, "recreated", rem != nil, "awaits_routing", mark.AwaitsRouting)
 	return mark, rem, nil
 }
 
@@ -212,6 +216,9 @@ func (t *leaseTable) getStart(ctx context.Context, group, sub string) (*startMar
 	if v, ok := out.Item[attrKeepRouted].(*types.AttributeValueMemberBOOL); ok {
 		m.KeepRouted = v.Value
 	}
+	if v, ok := out.Item[attrAwaitsRouting].(*types.AttributeValueMemberBOOL); ok {
+		m.AwaitsRouting = v.Value
+	}
 	for attr, dst := range map[string]*time.Time{attrFrom: &m.From, attrUntil: &m.Until} {
 		v, ok := out.Item[attr].(*types.AttributeValueMemberS)
 		if !ok {
@@ -222,4 +229,61 @@ func (t *leaseTable) getStart(ctx context.Context, group, sub string) (*startMar
 		}
 	}
 	return &m, nil
+}
+
+// extendLeased moves the end of k's catch-up to until, if later, in its lease table item
+// (extendStart), and takes the item's catch-up: another replica may have moved it further.
+func (k *consumer) extendLeased(until time.Time) error {
+	ctx, cancel := context.WithTimeout(k.ctx, startTimeout)
+	defer cancel()
+	m, err := k.ch.extendStart(ctx, k.name, until)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if m == nil { // no item: the subscription was removed meanwhile; nothing to record
+		own := *k.start
+		own.Until, own.AwaitsRouting = later(own.Until, until), false
+		m = &own
+	}
+	k.start = m
+	return nil
+}
+
+// extendStart moves the until of the catch-up item of the subscription called name to
+// until if later and clears its awaits_routing (conditioned on the until it read: a
+// change by another replica is read again), returning the item's catch-up; nil when
+// there is no item.
+func (c *Channel) extendStart(ctx context.Context, name string, until time.Time) (*startMark, error) {
+	t, group := c.leases, c.stream+startGroupSuffix
+	for {
+		m, err := t.getStart(ctx, group, name)
+		if err != nil || m == nil {
+			return m, err
+		}
+		if !m.AwaitsRouting && !until.After(m.Until) {
+			return m, nil
+		}
+		old := m.Until.UTC().Format(time.RFC3339Nano)
+		m.Until, m.AwaitsRouting = later(m.Until, until), false
+		_, err = t.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(t.name), Key: t.key(group, name),
+			UpdateExpression:         aws.String("SET #u = :u REMOVE #a"),
+			ConditionExpression:      aws.String("#u = :old"),
+			ExpressionAttributeNames: map[string]string{"#u": attrUntil, "#a": attrAwaitsRouting},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":u":   &types.AttributeValueMemberS{Value: m.Until.UTC().Format(time.RFC3339Nano)},
+				":old": &types.AttributeValueMemberS{Value: old},
+			},
+		})
+		var failed *types.ConditionalCheckFailedException
+		if errors.As(err, &failed) {
+			continue // moved or deleted meanwhile: read it again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kinesis: recording where the catch-up of subscription %s ends: %w", name, err)
+		}
+		return m, nil
+	}
 }
