@@ -20,7 +20,9 @@ import (
 )
 
 // dlqTable returns a lease table of its own on the DynamoDB-compatible server.
-func dlqTable(t *testing.T) *leaseTable {
+func dlqTable(t *testing.T) *leaseTable { return dlqTableB(t) }
+
+func dlqTableB(t testing.TB) *leaseTable {
 	t.Helper()
 	lt := &leaseTable{api: kinesistest.DynamoDB(t), name: fmt.Sprintf("sluice-dlq-test-%d", rand.Uint32()), owner: "a", duration: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -301,4 +303,37 @@ func FuzzParseDLQKey(f *testing.F) {
 			t.Fatalf("%q parsed as %d, %d, which is %q", s, id, part, again)
 		}
 	})
+}
+
+// BenchmarkDLQStorePut stores dead letters of 1 KiB one at a time into a store at its
+// bound of entries, so each store evicts one too.
+func BenchmarkDLQStorePut(b *testing.B) {
+	ctx := context.Background()
+	s := newTestDLQ(dlqTableB(b), dlq.Limits{MaxEntries: 100, MaxBytes: 64 << 20, MaxAge: time.Hour})
+	for i := range 100 {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDLQStoreList reads a page of 100 dead letters of 1 KiB, of 1,000 held.
+func BenchmarkDLQStoreList(b *testing.B) {
+	ctx := context.Background()
+	s := newTestDLQ(dlqTableB(b), dlq.DefaultLimits())
+	for i := range 1000 {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if p, err := s.List(ctx, "ns/t", 0, 100); err != nil || len(p.Entries) != 100 || p.Total != 1000 {
+			b.Fatalf("listed %d of %d (%v)", len(p.Entries), p.Total, err)
+		}
+	}
 }
