@@ -62,21 +62,6 @@ func TestDLQStoreSharedAndSurvivesRestart(t *testing.T) {
 	}
 }
 
-func listIDs(t *testing.T, s dlq.Store, trigger string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := s.List(ctx, trigger, 0, dlq.MaxPage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := ""
-	for _, e := range p.Entries {
-		ids += e.Event.ID + ","
-	}
-	return ids
-}
-
 // TestDLQStoreRefusesATopicOfManyPartitions: a dead-letter topic made by hand with more
 // than one partition would scatter entries where the store does not read; it refuses it
 // with an error naming the topic and the count.
