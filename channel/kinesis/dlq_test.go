@@ -337,3 +337,49 @@ func BenchmarkDLQStoreList(b *testing.B) {
 		}
 	}
 }
+
+// TestDLQStoreReplicasEvictOnce: two replicas storing into one trigger at once, past
+// its bound: every dead letter is either held or counted evicted by exactly one of
+// them, the trigger holds no more than the bound, and the counters match the items.
+func TestDLQStoreReplicasEvictOnce(t *testing.T) {
+	ctx := testCtx(t)
+	lt := dlqTable(t)
+	lim := dlq.Limits{MaxEntries: 10, MaxBytes: 1 << 20, MaxAge: time.Hour}
+	a := newTestDLQ(lt, lim)
+	b := newDLQStore(lt, a.stream, lim, a.log)
+	const each = 30
+	evicted := make(chan int, 2)
+	errs := make(chan error, 2)
+	for _, s := range []*dlqStore{a, b} {
+		go func() {
+			n := 0
+			for i := range each {
+				k, err := s.Put(ctx, "ns/a", dlqtest.Entry(fmt.Sprint(i), 10))
+				if err != nil {
+					errs <- err
+					return
+				}
+				n += k
+			}
+			evicted <- n
+		}()
+	}
+	total := 0
+	for range 2 {
+		select {
+		case n := <-evicted:
+			total += n
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	m, err := a.meta(ctx, "ns/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p := listIDs(t, b, "ns/a")
+	t.Logf("held %d, evicted %d", len(p.Entries), total)
+	if held := len(p.Entries); held > lim.MaxEntries || held+total != 2*each || m.n != int64(held) {
+		t.Fatalf("held %d, evicted %d, counted %d; want at most %d held, held+evicted = %d, the count = held", held, total, m.n, lim.MaxEntries, 2*each)
+	}
+}
