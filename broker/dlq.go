@@ -107,11 +107,15 @@ func (b *Broker) openDLQ(ctx context.Context) {
 	}
 	if st, ok := b.ch.(channel.DLQStorer); ok {
 		s, err := st.DLQStore(ctx, lim)
-		if err == nil {
+		switch {
+		case err == nil:
 			b.dl.store = s
 			return
+		case errors.Is(err, channel.ErrNoDLQStore):
+			b.log.Info("dead letters are kept in memory", "broker", b.key, "reason", err)
+		default:
+			b.log.Error("the channel's dead-letter store cannot be opened; keeping dead letters in memory", "broker", b.key, "err", err)
 		}
-		b.log.Error("the channel's dead-letter store cannot be opened; keeping dead letters in memory", "broker", b.key, "err", err)
 	}
 	b.dl.store = b.srv.dlqMemory
 }

@@ -31,6 +31,9 @@ var (
 	ErrTooLarge = errors.New("event too large for the channel")
 	// ErrNotKept: the channel keeps no event once delivered (Replayer: no retention set).
 	ErrNotKept = errors.New("channel keeps no delivered events")
+	// ErrNoDLQStore: the channel, as configured, keeps no dead-letter store (DLQStorer):
+	// the broker keeps it in memory.
+	ErrNoDLQStore = errors.New("the channel keeps no dead-letter store as configured")
 )
 
 // Envelope is one event and the names of the subscriptions it was routed to at ingress.
@@ -221,6 +224,7 @@ type Starter interface {
 // no deadLetterSink survive a restart, and every replica sharing the backend sees the
 // same store. A broker on a channel that does not implement it keeps them in memory.
 type DLQStorer interface {
-	// DLQStore returns the store of the channel's broker, bounded per trigger by lim.
+	// DLQStore returns the store of the channel's broker, bounded per trigger by lim, or
+	// an error wrapping ErrNoDLQStore when the channel as configured keeps none.
 	DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, error)
 }

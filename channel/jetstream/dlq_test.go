@@ -27,6 +27,19 @@ func TestDLQStore(t *testing.T) {
 	})
 }
 
+// TestDLQStoreShared: replicas of one broker on one server share its dead letters
+// (dlqtest.Shared); TestDLQStoreSurvivesRestartAndIsShared restarts the server too.
+func TestDLQStoreShared(t *testing.T) {
+	e := startServer(t, t.TempDir())
+	dlqtest.Shared(t, func(t *testing.T, lim dlq.Limits) dlq.Store {
+		s, err := newChannel(t, connect(t, e), "ns/b").DLQStore(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // TestDLQStoreSurvivesRestartAndIsShared stores through one channel, reads through
 // another of the same broker (a replica), and again after the server restarts.
 func TestDLQStoreSurvivesRestartAndIsShared(t *testing.T) {

@@ -40,90 +40,26 @@ func TestDLQStoreRefusesBadLimits(t *testing.T) {
 	}
 }
 
-// TestDLQStoreSharedAndSurvivesRestart stores through one channel, reads, deletes and
-// evicts through another of the same broker (a replica), then reopens both: a new
-// process rebuilds the same entries from the topic.
+// TestDLQStoreSharedAndSurvivesRestart: replicas of one broker, and a process started
+// again, rebuild the same entries from the topic (dlqtest.Shared); a store of a closed
+// channel answers ErrClosed.
 func TestDLQStoreSharedAndSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, brokers := newChannel(t)
-	open := func() *kafka.Channel {
+	dlqtest.Shared(t, func(t *testing.T, lim dlq.Limits) dlq.Store {
 		r, err := kafka.New(ctx, "ns/broker", kafka.WithSeedBrokers(brokers...), kafka.WithTopicPrefix(c.Topic()[:len(c.Topic())-len(".ns.broker")]))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = r.Close() })
-		return r
-	}
-	lim := dlq.Limits{MaxEntries: 4, MaxBytes: 1 << 20, MaxAge: time.Hour}
-	s := dlqStore(t, c, lim)
-	for i := range 3 {
-		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 5)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	replica := open()
-	rs := dlqStore(t, replica, lim)
-	p, err := rs.List(ctx, "ns/t", 0, 10)
-	if err != nil || p.Total != 3 {
-		t.Fatalf("a replica lists %d entries (%v); want the 3 stored through the other", p.Total, err)
-	}
-	if err := rs.Delete(ctx, "ns/t", p.Entries[0].ID); err != nil {
-		t.Fatal(err)
-	}
-	// The replica stores 3 more: with 2 held and a bound of 4, one is evicted.
-	evicted := 0
-	for i := 3; i < 6; i++ {
-		n, err := rs.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 5))
-		if err != nil {
-			t.Fatal(err)
-		}
-		evicted += n
-	}
-	if evicted != 1 {
-		t.Fatalf("the replica evicted %d; want 1", evicted)
-	}
-	want := "2,3,4,5,"
-	if got := listIDs(t, s, "ns/t"); got != want {
-		t.Fatalf("the first store lists %q after the replica's delete and puts; want %q", got, want)
-	}
-	if err := s.Delete(ctx, "ns/t", p.Entries[0].ID); !errors.Is(err, dlq.ErrNotFound) {
-		t.Fatalf("deleting what the replica deleted: %v; want ErrNotFound", err)
-	}
-	_ = replica.Close()
+		return dlqStore(t, r, lim)
+	})
+	s := dlqStore(t, c, dlq.DefaultLimits())
 	_ = c.Close()
 	if _, err := s.List(ctx, "ns/t", 0, 10); !errors.Is(err, channel.ErrClosed) {
 		t.Fatalf("List on a closed channel: %v; want ErrClosed", err)
 	}
-	again := dlqStore(t, open(), lim)
-	if got := listIDs(t, again, "ns/t"); got != want {
-		t.Fatalf("after a restart the store lists %q; want %q", got, want)
-	}
-	p, _ = again.List(ctx, "ns/t", 0, 10)
-	if e := p.Entries[0]; e.Attempts != 3 || e.Code != 503 || e.Reason != "busy" || e.Time.IsZero() {
-		t.Fatalf("after a restart entry %+v lost its attempts, code, reason or time", e)
-	}
-	if n, err := again.Purge(ctx, "ns/t"); err != nil || n != 4 {
-		t.Fatalf("purge: %d, %v; want 4", n, err)
-	}
-	if got := listIDs(t, dlqStore(t, open(), lim), "ns/t"); got != "" {
-		t.Fatalf("after a purge a new process lists %q", got)
-	}
-}
-
-func listIDs(t *testing.T, s dlq.Store, trigger string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := s.List(ctx, trigger, 0, dlq.MaxPage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := ""
-	for _, e := range p.Entries {
-		ids += e.Event.ID + ","
-	}
-	return ids
 }
 
 // TestDLQStoreRefusesATopicOfManyPartitions: a dead-letter topic made by hand with more

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/event"
@@ -140,5 +141,76 @@ func Run(t *testing.T, newStore NewStore) {
 				t.Fatalf("kept %q, evicted %d; want %q and %d", ids(p), evicted, tc.want, tc.evicted)
 			}
 		})
+	}
+}
+
+// Shared checks that the stores open returns for one broker share its entries, as
+// replicas and restarted processes do: what one stores, deletes or evicts, another
+// lists; a store opened afterwards holds the same entries, their fields kept; a purge
+// empties it for all. Every store it opens has the same limits, as replicas must.
+func Shared(t *testing.T, open func(t *testing.T, lim dlq.Limits) dlq.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lim := dlq.Limits{MaxEntries: 4, MaxBytes: 1 << 20, MaxAge: time.Hour}
+	list := func(s dlq.Store) (string, dlq.Page) {
+		t.Helper()
+		p, err := s.List(ctx, "ns/t", 0, dlq.MaxPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := ""
+		for _, e := range p.Entries {
+			ids += e.Event.ID + ","
+		}
+		return ids, p
+	}
+	a := open(t, lim)
+	for i := range 3 {
+		if _, err := a.Put(ctx, "ns/t", Entry(fmt.Sprint(i), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := open(t, lim)
+	ids, p := list(b)
+	if ids != "0,1,2," || p.Total != 3 {
+		t.Fatalf("a replica lists %q of %d; want the 3 stored through the other", ids, p.Total)
+	}
+	if err := b.Delete(ctx, "ns/t", p.Entries[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// The replica stores 3 more: with 2 held and a bound of 4, one is evicted.
+	evicted := 0
+	for i := 3; i < 6; i++ {
+		n, err := b.Put(ctx, "ns/t", Entry(fmt.Sprint(i), 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted += n
+	}
+	if evicted != 1 {
+		t.Fatalf("the replica evicted %d; want 1", evicted)
+	}
+	const want = "2,3,4,5,"
+	if got, _ := list(a); got != want {
+		t.Fatalf("the first store lists %q after the replica's delete and stores; want %q", got, want)
+	}
+	if err := a.Delete(ctx, "ns/t", p.Entries[0].ID); !errors.Is(err, dlq.ErrNotFound) {
+		t.Fatalf("deleting what the replica deleted: %v; want ErrNotFound", err)
+	}
+	again := open(t, lim)
+	got, p := list(again)
+	if got != want || p.Total != 4 {
+		t.Fatalf("a store opened again lists %q of %d; want %q", got, p.Total, want)
+	}
+	if e := p.Entries[0]; e.Attempts != 3 || e.Code != 503 || e.Reason != "busy" || e.Dest == "" || e.Time.IsZero() {
+		t.Fatalf("a store opened again holds %+v: its attempts, code, reason, dest or time lost", e)
+	}
+	if n, err := again.Purge(ctx, "ns/t"); err != nil || n != 4 {
+		t.Fatalf("purge: %d, %v; want 4", n, err)
+	}
+	for _, s := range []dlq.Store{a, b, open(t, lim)} {
+		if got, p := list(s); got != "" || p.Total != 0 {
+			t.Fatalf("after a purge a store lists %q of %d", got, p.Total)
+		}
 	}
 }
