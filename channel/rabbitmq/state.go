@@ -77,65 +77,17 @@ type stateStore struct {
 	queue string
 }
 
-// declare declares the state stream on a channel of its own (an error closes it).
-func (s *stateStore) declare(conn *amqp.Connection) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("%w: rabbitmq: state stream %s: opening a channel: %w", channel.ErrUnavailable, s.queue, err)
-	}
-	defer func() { _ = ch.Close() }()
-	if _, err := ch.QueueDeclare(s.queue, true, false, false, false, amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeStream}); err != nil {
-		return fmt.Errorf("%w: rabbitmq: declaring the state stream %s (a stream queue needs RabbitMQ 3.9 or later): %w", channel.ErrUnavailable, s.queue, err)
-	}
-	return nil
-}
+// declare declares the state stream.
+func (s *stateStore) declare(conn *amqp.Connection) error { return s.c.declareStream(conn, s.queue, nil) }
 
-// append declares the stream again (an operator may have deleted it) and appends r to
-// it, returning once RabbitMQ confirmed it.
+// append appends r to the stream (declaring it again if an operator deleted it) and
+// returns once RabbitMQ confirmed it.
 func (s *stateStore) append(ctx context.Context, r stateRecord) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	sess, err := s.c.waitSession(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: rabbitmq: not connected: %w", channel.ErrUnavailable, err)
-	}
-	if err := s.declare(sess.conn); err != nil {
-		return err
-	}
-	ch, err := sess.conn.Channel()
-	if err != nil {
-		return fmt.Errorf("%w: rabbitmq: opening a channel: %w", channel.ErrUnavailable, err)
-	}
-	defer func() { _ = ch.Close() }()
-	if err := ch.Confirm(false); err != nil {
-		return fmt.Errorf("%w: rabbitmq: confirm mode: %w", channel.ErrUnavailable, err)
-	}
-	returned := ch.NotifyReturn(make(chan amqp.Return, 1))
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", s.queue, true, false, amqp.Publishing{
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		Body:         body,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: rabbitmq: publishing to %s: %w", channel.ErrUnavailable, s.queue, err)
-	}
-	select {
-	case <-dc.Done():
-	case <-ctx.Done():
-		return fmt.Errorf("%w: rabbitmq: %s did not confirm in time: %w", channel.ErrUnavailable, s.queue, ctx.Err())
-	}
-	// RabbitMQ sends a return before the confirm, and the client hands it over first.
-	select {
-	case <-returned:
-		return fmt.Errorf("%w: rabbitmq: the state stream %s was deleted meanwhile", channel.ErrUnavailable, s.queue)
-	default:
-	}
-	if !dc.Acked() {
-		return fmt.Errorf("%w: rabbitmq: %s refused the message", channel.ErrUnavailable, s.queue)
-	}
-	return nil
+	return s.c.appendStream(ctx, s.queue, nil, amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body})
 }
 
 func (s *stateStore) Set(ctx context.Context, trigger string, f channel.TriggerFlags) error {
