@@ -78,7 +78,9 @@ type stateStore struct {
 }
 
 // declare declares the state stream.
-func (s *stateStore) declare(conn *amqp.Connection) error { return s.c.declareStream(conn, s.queue, nil) }
+func (s *stateStore) declare(conn *amqp.Connection) error {
+	return s.c.declareStream(conn, s.queue, nil)
+}
 
 // append appends r to the stream (declaring it again if an operator deleted it) and
 // returns once RabbitMQ confirmed it.
