@@ -24,10 +24,10 @@ const (
 	dlqTimeout = 30 * time.Second
 	// dlqPrefetch is how many messages of the dead-letter stream RabbitMQ hands the
 	// reader before it acknowledges some (each at most the channel's message bound).
-	dlqPrefetch = 16
-	// dlqSegmentBytes is the dead-letter stream's segment size: RabbitMQ frees a
-	// stream's oldest segment once all of it is past the age bound.
-	dlqSegmentBytes = 8 << 20
+	dlqPrefetch = 256
+	// dlqOverhead is what the store counts for a message of the dead-letter stream
+	// besides its body: RabbitMQ's own framing and properties take less.
+	dlqOverhead = 512
 )
 
 // Kinds of message of the dead-letter stream: the first byte of its body.
@@ -43,22 +43,40 @@ const (
 func DLQQueue(exchange string) string { return fit(exchange + ".dlq") }
 
 // DLQStore returns the broker's dead-letter store on RabbitMQ (channel.DLQStorer): one
-// stream queue per broker, DLQQueue, declared on first use with x-max-age the limits'
-// MaxAge. Every change is a message appended to it: a dead letter, the deletion of one
-// (by its ID), the purge of a trigger. An entry's ID is its stream offset plus one, so
-// IDs grow across every replica. Each store reads the stream from its first message
-// into an index of the entries it holds, applying the limits as it reads: every replica
-// (and a restarted process) applies the same messages in the same order and holds the
-// same entries. Every replica must run with the same limits. Nothing is opened before
-// the first call.
+// stream queue per broker, DLQQueue, with x-max-age the limits' MaxAge and
+// x-max-length-bytes WithDLQMaxBytes. Every change is a message appended to it: a dead
+// letter, the deletion of one (by its ID), the purge of a trigger, a listing's marker.
+// An entry's ID is its stream offset plus one, so IDs grow across every replica. Each
+// store reads the stream from its first message into an index of the entries it holds,
+// applying the limits as it reads: every replica (and a restarted process) applies the
+// same messages in the same order and holds the same entries. Besides the limits per
+// trigger, an entry is evicted once half of WithDLQMaxBytes of messages (their bodies
+// and dlqOverhead each) were appended after it, whatever their trigger: RabbitMQ frees
+// the stream's oldest segment only once more than that follows it, so it never frees
+// an entry the index holds. Every replica must run with the same limits and bound. The stream is declared
+// and read in the background from the start, so that the first listing finds the index
+// built; an error there is retried at each call.
 func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
-	return &dlqStore{
+	s := &dlqStore{
 		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now, sem: make(chan struct{}, 1),
 		lists: make(map[string]*dlqList), mine: make(map[string]chan dlqApplied),
-	}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.life, dlqTimeout)
+		defer cancel()
+		if err := s.ensure(ctx); err != nil && c.life.Err() == nil {
+			c.log.Warn("dlq-read", "rabbitmq: dead-letter store: cannot open the stream yet; trying again at its next use", "queue", s.queue, "err", err)
+		}
+	})
+	return s, nil
 }
 
 // dlqStore is the dead-letter store of one broker on RabbitMQ.
@@ -72,15 +90,22 @@ type dlqStore struct {
 	mu      sync.Mutex
 	reading bool  // the stream is declared and the reader runs
 	next    int64 // offset after the last message applied
+	counted int64 // bytes counted of the messages applied (body and dlqOverhead each)
 	lists   map[string]*dlqList
 	mine    map[string]chan dlqApplied // by correlation id: this process's messages not applied yet
 }
 
 // dlqList is one trigger's entries, oldest first.
 type dlqList struct {
-	entries []dlq.Entry
+	entries []dlqItem
 	bytes   int64
-	expired int // expired by age in List, reported by the next Put of this process
+	expired int // evicted outside this process's Put of the trigger, reported by its next Put
+}
+
+// dlqItem is an entry and dlqStore.counted once it was applied.
+type dlqItem struct {
+	e   dlq.Entry
+	pos int64
 }
 
 // dlqApplied is what applying a message this process appended did.
@@ -160,13 +185,18 @@ func (s *dlqStore) errf(trigger string, err error) error {
 }
 
 // streamArgs are the dead-letter stream's arguments: RabbitMQ frees what is older than
-// MaxAge, which the store has evicted already.
+// MaxAge, and the oldest segments (of an eighth of the bound) past the bytes bound:
+// what the store has evicted already.
 func (s *dlqStore) streamArgs() amqp.Table {
 	return amqp.Table{
 		"x-max-age":                       fmt.Sprintf("%ds", int64((s.lim.MaxAge+time.Second-1)/time.Second)),
-		"x-stream-max-segment-size-bytes": int64(dlqSegmentBytes),
+		"x-max-length-bytes":              s.c.cfg.dlqMaxBytes,
+		"x-stream-max-segment-size-bytes": s.c.cfg.dlqMaxBytes / 8,
 	}
 }
+
+// window is how many counted bytes may follow an entry before it is evicted.
+func (s *dlqStore) window() int64 { return s.c.cfg.dlqMaxBytes / 2 }
 
 // ensure declares the stream and starts the reader, once.
 func (s *dlqStore) ensure(ctx context.Context) error {
@@ -258,14 +288,21 @@ func (s *dlqStore) follow(sess *session) error {
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
 	}
+	unacked := 0
 	for {
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
 				return errors.New("the consuming channel closed")
 			}
-			_ = d.Ack(false) // a stream keeps its messages: the ack gives credit for more
 			s.apply(&d)
+			// A stream keeps its messages: an ack only gives credit for more. One ack
+			// covers what came before it, sent at half the prefetch, so that the other
+			// half keeps coming meanwhile.
+			if unacked++; unacked >= dlqPrefetch/2 {
+				_ = d.Ack(true)
+				unacked = 0
+			}
 		case <-s.c.life.Done():
 			return nil
 		}
@@ -285,9 +322,11 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 		return
 	}
 	s.next = off + 1
+	s.counted += int64(len(d.Body)) + dlqOverhead
 	r, err := decodeDLQ(d.Body)
 	if err != nil {
 		s.c.log.Warn("dlq-decode", "rabbitmq: dead-letter store: unreadable message skipped", "queue", s.queue, "offset", off, "err", err)
+		s.boundLocked("")
 		return
 	}
 	var res dlqApplied
@@ -295,6 +334,7 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 	case dlqKindEntry:
 		r.entry.ID = uint64(off) + 1
 		res.n = s.addLocked(r.trigger, r.entry)
+		res.n += s.boundLocked(r.trigger)
 	case dlqKindDelete:
 		if l := s.lists[r.trigger]; l != nil {
 			if i, ok := l.find(r.id); ok {
@@ -307,6 +347,9 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 			res.n = len(l.entries)
 			l.entries, l.bytes = nil, 0
 		}
+	}
+	if r.kind != dlqKindEntry {
+		s.boundLocked("")
 	}
 	if l := s.lists[r.trigger]; l != nil && len(l.entries) == 0 && l.expired == 0 {
 		delete(s.lists, r.trigger)
@@ -331,7 +374,7 @@ func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
 	}
 	n := 0
 	cut := e.Time.Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].Time.Before(cut) {
+	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
 		l.drop(0)
 		n++
 	}
@@ -341,7 +384,7 @@ func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
 			l.drop(0)
 			n++
 		}
-		l.entries = append(l.entries, e)
+		l.entries = append(l.entries, dlqItem{e: e, pos: s.counted})
 		l.bytes += size
 	} else {
 		n++
@@ -351,13 +394,38 @@ func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
 	return n
 }
 
+// boundLocked evicts, oldest first whatever their trigger, the entries followed by more
+// than window counted bytes, and returns how many were trigger's; the others' are
+// reported by their triggers' next Put in this process.
+func (s *dlqStore) boundLocked(trigger string) int {
+	n := 0
+	for {
+		var oldest *dlqList
+		var name string
+		for k, l := range s.lists {
+			if len(l.entries) > 0 && (oldest == nil || l.entries[0].e.ID < oldest.entries[0].e.ID) {
+				oldest, name = l, k
+			}
+		}
+		if oldest == nil || s.counted-oldest.entries[0].pos <= s.window() {
+			return n
+		}
+		oldest.drop(0)
+		if name == trigger {
+			n++
+		} else {
+			oldest.expired++
+		}
+	}
+}
+
 func (l *dlqList) find(id uint64) (int, bool) {
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].ID >= id })
-	return i, i < len(l.entries) && l.entries[i].ID == id
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID >= id })
+	return i, i < len(l.entries) && l.entries[i].e.ID == id
 }
 
 func (l *dlqList) drop(i int) {
-	l.bytes -= l.entries[i].Size()
+	l.bytes -= l.entries[i].e.Size()
 	l.entries = append(l.entries[:i:i], l.entries[i+1:]...)
 }
 
@@ -409,7 +477,11 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 		return 0, fmt.Errorf("rabbitmq: dead-letter store of %s: a dead letter of %d bytes is larger than --dlq-max-bytes %d", trigger, size, s.lim.MaxBytes)
 	}
 	e.Time = s.now()
-	res, err := s.write(ctx, dlqKindEntry, trigger, dlq.Encode(&e))
+	payload := dlq.Encode(&e)
+	if n := int64(len(payload)+len(trigger)) + dlqOverhead; n > s.c.cfg.dlqMaxBytes/8 {
+		return 0, fmt.Errorf("rabbitmq: dead-letter store of %s: a dead letter of %d bytes in the stream is larger than an eighth of --rabbitmq-dlq-max-bytes %d", trigger, n, s.c.cfg.dlqMaxBytes)
+	}
+	res, err := s.write(ctx, dlqKindEntry, trigger, payload)
 	if err != nil {
 		if errors.Is(err, errStoredNotRead) {
 			return 0, nil
@@ -433,18 +505,21 @@ func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit
 		return dlq.Page{}, nil
 	}
 	cut := s.now().Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].Time.Before(cut) {
+	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
 		l.drop(0)
 		l.expired++
 	}
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].ID > after })
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID > after })
 	end := min(i+limit, len(l.entries))
-	p := dlq.Page{Entries: append([]dlq.Entry(nil), l.entries[i:end]...), Total: len(l.entries), Bytes: l.bytes}
+	p := dlq.Page{Entries: make([]dlq.Entry, 0, end-i), Total: len(l.entries), Bytes: l.bytes}
+	for _, it := range l.entries[i:end] {
+		p.Entries = append(p.Entries, it.e)
+	}
 	if end < len(l.entries) {
-		p.Next = l.entries[end-1].ID
+		p.Next = l.entries[end-1].e.ID
 	}
 	if n := len(l.entries); n > 0 {
-		p.Last = l.entries[n-1].ID
+		p.Last = l.entries[n-1].e.ID
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,4 +215,173 @@ func TestDLQStoreReadsOnAfterReconnect(t *testing.T) {
 	if got := listIDs(t, again, "ns/t"); got != want {
 		t.Fatalf("a new store lists %q; want %q", got, want)
 	}
+}
+
+// BenchmarkDLQStorePut stores dead letters of 1 KiB one at a time, each waiting for
+// RabbitMQ's confirm and for its message read back.
+func BenchmarkDLQStorePut(b *testing.B) {
+	url := rabbitmqtest.URL(b)
+	_, s := openDLQBench(b, url, "")
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDLQStoreList lists one entry at a time (as a redrive checks each entry it
+// hands over): each listing appends a sync message and waits for it read back.
+func BenchmarkDLQStoreList(b *testing.B) {
+	url := rabbitmqtest.URL(b)
+	_, s := openDLQBench(b, url, "")
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "ns/t", dlqtest.Entry("x", 1024)); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if p, err := s.List(ctx, "ns/t", 0, 1); err != nil || p.Total != 1 {
+			b.Fatalf("listed %d (%v)", p.Total, err)
+		}
+	}
+}
+
+// BenchmarkDLQStoreOpen is what a new process pays before its first listing: reading
+// 10,000 dead letters of 1 KiB back from the stream.
+func BenchmarkDLQStoreOpen(b *testing.B) {
+	url := rabbitmqtest.URL(b)
+	c, s := openDLQBench(b, url, "")
+	ctx := context.Background()
+	const n = 10_000
+	for i := range n {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint(i), 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	prefix := c.Exchange()[:len(c.Exchange())-len(".ns.broker")]
+	for b.Loop() {
+		r, err := rabbitmq.New(ctx, "ns/broker", rabbitmq.WithURL(url), rabbitmq.WithPrefix(prefix))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, _ := r.DLQStore(ctx, dlq.DefaultLimits())
+		if p, err := rs.List(ctx, "ns/t", 0, 1); err != nil || p.Total != n {
+			b.Fatalf("listed %d (%v); want %d", p.Total, err, n)
+		}
+		_ = r.Close()
+	}
+}
+
+// openDLQBench is openDLQ for a benchmark.
+func openDLQBench(b *testing.B, url, prefix string) (*rabbitmq.Channel, dlq.Store) {
+	b.Helper()
+	if prefix == "" {
+		prefix = fmt.Sprintf("bench-dlq-%d", rand.Uint32())
+	}
+	c, err := rabbitmq.New(context.Background(), "ns/broker", rabbitmq.WithURL(url), rabbitmq.WithPrefix(prefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = c.Close()
+		deleteQueue(b, url, rabbitmq.DLQQueue(c.Exchange()))
+	})
+	s, err := c.DLQStore(context.Background(), dlq.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, s
+}
+
+// TestDLQStoreStreamBound: with the stream bounded to 1 MiB, dead letters of two
+// triggers evict each other oldest first once half a MiB follows them, and RabbitMQ
+// frees the stream's oldest segments; a store opened afterwards (a restart) holds exactly
+// what the running one holds: RabbitMQ freed nothing the store still listed. A dead
+// letter over an eighth of the bound is refused, naming the flag.
+func TestDLQStoreStreamBound(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prefix := fmt.Sprintf("test-dlq-%d", rand.Uint32())
+	open := func() (*rabbitmq.Channel, dlq.Store) {
+		c, err := rabbitmq.New(ctx, "ns/broker", rabbitmq.WithURL(url), rabbitmq.WithPrefix(prefix), rabbitmq.WithDLQMaxBytes(rabbitmq.MinDLQMaxBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		s, err := c.DLQStore(ctx, dlq.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, s
+	}
+	c, s := open()
+	t.Cleanup(func() { deleteQueue(t, url, rabbitmq.DLQQueue(c.Exchange())) })
+	const n, size = 200, 20 << 10 // 4 MB in all
+	evicted := 0
+	for i := range n {
+		k, err := s.Put(ctx, fmt.Sprintf("ns/t%d", i%2), dlqtest.Entry(fmt.Sprint(i), size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted += k
+	}
+	a, b := listIDs(t, s, "ns/t0"), listIDs(t, s, "ns/t1")
+	pa, _ := s.List(ctx, "ns/t0", 0, dlq.MaxPage)
+	pb, _ := s.List(ctx, "ns/t1", 0, dlq.MaxPage)
+	kept := pa.Total + pb.Total
+	if kept == 0 || pa.Bytes+pb.Bytes > rabbitmq.MinDLQMaxBytes/2 {
+		t.Fatalf("kept %d entries of %d bytes; want some, within half the bound", kept, pa.Bytes+pb.Bytes)
+	}
+	// The evictions of one trigger made by the other's Put are reported by its next Put.
+	for i := range 2 {
+		k, err := s.Put(ctx, fmt.Sprintf("ns/t%d", i), dlqtest.Entry(fmt.Sprint("last", i), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted += k
+	}
+	a, b = a+"last0,", b+"last1,"
+	if want := n - kept; evicted < want {
+		t.Fatalf("reported %d evictions; want at least the %d not kept", evicted, want)
+	}
+	if first := firstOffset(t, url, rabbitmq.DLQQueue(c.Exchange())); first == 0 {
+		t.Fatal("RabbitMQ freed nothing of a stream of 4 MB bounded to 1 MiB")
+	}
+	_, again := open()
+	if ga, gb := listIDs(t, again, "ns/t0"), listIDs(t, again, "ns/t1"); ga != a || gb != b {
+		t.Fatalf("a restarted store holds\n%q and\n%q; the running one\n%q and\n%q", ga, gb, a, b)
+	}
+	_, err := s.Put(ctx, "ns/t0", dlqtest.Entry("big", rabbitmq.MinDLQMaxBytes/8))
+	if err == nil || !strings.Contains(err.Error(), "--rabbitmq-dlq-max-bytes 1048576") {
+		t.Fatalf("Put of a dead letter of an eighth of the bound: %v; want refused naming --rabbitmq-dlq-max-bytes", err)
+	}
+}
+
+// firstOffset is the offset of the first message stream holds.
+func firstOffset(t *testing.T, url, stream string) int64 {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(stream, "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ds:
+		return d.Headers["x-stream-offset"].(int64)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message in the stream")
+	}
+	return 0
 }

@@ -31,7 +31,7 @@ func openState(t *testing.T, ctx context.Context, url, prefix string) (*rabbitmq
 }
 
 // deleteQueue deletes queue on the node of url.
-func deleteQueue(t *testing.T, url, queue string) {
+func deleteQueue(t testing.TB, url, queue string) {
 	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
