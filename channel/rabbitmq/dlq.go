@@ -53,16 +53,27 @@ func DLQQueue(exchange string) string { return fit(exchange + ".dlq") }
 // trigger, an entry is evicted once half of WithDLQMaxBytes of messages (their bodies
 // and dlqOverhead each) were appended after it, whatever their trigger: RabbitMQ frees
 // the stream's oldest segment only once more than that follows it, so it never frees
-// an entry the index holds. Every replica must run with the same limits and bound. The stream is declared
-// and read in the background from the start, so that the first listing finds the index
-// built; an error there is retried at each call.
-func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error) {
+// an entry the index holds. Every replica must run with the same limits and bound.
+//
+// When connected, DLQStore declares the stream before it returns, and fails if RabbitMQ
+// refuses it (a node older than 3.9 has no streams): the broker then keeps its dead
+// letters in memory. Otherwise the stream is declared and read in the background, so
+// that the first listing finds the index built; an error there is retried at each call.
+func (c *Channel) DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
 	s := &dlqStore{
 		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now, sem: make(chan struct{}, 1),
 		lists: make(map[string]*dlqList), mine: make(map[string]chan dlqApplied),
+	}
+	if c.current() != nil {
+		ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
+		err := s.ensure(ctx)
+		cancel()
+		if refused(err) {
+			return nil, fmt.Errorf("rabbitmq: dead-letter store: %w", err)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,6 +88,13 @@ func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error)
 		}
 	})
 	return s, nil
+}
+
+// refused reports whether err is RabbitMQ's refusal of a command (an AMQP error the
+// server sent, not a lost or forced-closed connection).
+func refused(err error) bool {
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Server && e.Code != amqp.ConnectionForced
 }
 
 // dlqStore is the dead-letter store of one broker on RabbitMQ.

@@ -385,3 +385,33 @@ func firstOffset(t *testing.T, url, stream string) int64 {
 	}
 	return 0
 }
+
+// TestDLQStoreRefused: when RabbitMQ refuses the dead-letter stream (here another
+// connection holds an exclusive queue of its name; a node without streams refuses it
+// too), DLQStore fails naming it, so that the broker keeps its dead letters in memory.
+func TestDLQStoreRefused(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := rabbitmq.New(ctx, "ns/broker", rabbitmq.WithURL(url), rabbitmq.WithPrefix(fmt.Sprintf("test-dlq-%d", rand.Uint32())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(rabbitmq.DLQQueue(c.Exchange()), false, true, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DLQStore(ctx, dlq.DefaultLimits())
+	if err == nil || !strings.Contains(err.Error(), rabbitmq.DLQQueue(c.Exchange())) {
+		t.Fatalf("DLQStore with its stream refused: %v; want an error naming the stream", err)
+	}
+}
