@@ -302,6 +302,7 @@ func (s *dlqStore) follow(sess *session) error {
 		from = s.next
 	}
 	s.mu.Unlock()
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	deliveries, err := ch.Consume(s.queue, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
@@ -311,6 +312,17 @@ func (s *dlqStore) follow(sess *session) error {
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
+				select {
+				case <-cancelled:
+					// RabbitMQ cancels the consumers of a deleted queue: what the stream
+					// held is gone, and a new stream starts from offset 0.
+					s.mu.Lock()
+					s.next, s.counted = 0, 0
+					clear(s.lists)
+					s.mu.Unlock()
+					return errors.New("the stream was deleted")
+				default:
+				}
 				return errors.New("the consuming channel closed")
 			}
 			s.apply(&d)

@@ -415,3 +415,32 @@ func TestDLQStoreRefused(t *testing.T) {
 		t.Fatalf("DLQStore with its stream refused: %v; want an error naming the stream", err)
 	}
 }
+
+// TestDLQStoreStreamDeleted: an operator deletes the dead-letter stream, and its dead
+// letters with it: the store forgets them, and reads the new stream from its start, so
+// that what is stored afterwards is listed (here and by a new store).
+func TestDLQStoreStreamDeleted(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, s := openDLQ(t, url, "", dlq.DefaultLimits())
+	for i := range 3 {
+		if _, err := s.Put(ctx, "ns/t", dlqtest.Entry(fmt.Sprint("before", i), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteQueue(t, url, rabbitmq.DLQQueue(c.Exchange()))
+	sluicetest.Eventually(t, 30*time.Second, "the deleted dead letters forgotten", func() bool {
+		return listIDs(t, s, "ns/t") == ""
+	})
+	if _, err := s.Put(ctx, "ns/t", dlqtest.Entry("after", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listIDs(t, s, "ns/t"); got != "after," {
+		t.Fatalf("listed %q after the stream was deleted; want after alone", got)
+	}
+	prefix := c.Exchange()[:len(c.Exchange())-len(".ns.broker")]
+	if _, again := openDLQ(t, url, prefix, dlq.DefaultLimits()); listIDs(t, again, "ns/t") != "after," {
+		t.Fatalf("a new store lists %q; want after alone", listIDs(t, again, "ns/t"))
+	}
+}
