@@ -24,7 +24,7 @@ const (
 	dlqTimeout = 30 * time.Second
 	// dlqPrefetch is how many messages of the dead-letter stream RabbitMQ hands the
 	// reader before it acknowledges some (each at most the channel's message bound).
-	dlqPrefetch = 256
+	dlqPrefetch = 16
 	// dlqOverhead is what the store counts for a message of the dead-letter stream
 	// besides its body: RabbitMQ's own framing and properties take less.
 	dlqOverhead = 512
