@@ -22,6 +22,10 @@ const (
 	// with channel.ErrTooLarge before anything is sent; a message over the server's limit
 	// would close the publishing channel for every concurrent Publish.
 	DefaultMaxMessageBytes = 128 << 20
+	// DefaultDLQMaxBytes is the default bound of a broker's dead-letter stream
+	// (WithDLQMaxBytes); MinDLQMaxBytes is the smallest.
+	DefaultDLQMaxBytes = 64 << 20
+	MinDLQMaxBytes     = 1 << 20
 	// QueueQuorum and QueueClassic are the queue types (RabbitmqBrokerConfig's
 	// spec.queueType). Quorum queues replicate each message to a majority of the
 	// cluster's nodes before the publisher confirm; classic queues store it on one node.
@@ -48,6 +52,7 @@ type config struct {
 	prefetch        int
 	maxQueueBytes   int64 // 0: no limit of Sluice's
 	maxMessageBytes int
+	dlqMaxBytes     int64
 	logger          *slog.Logger
 }
 
@@ -57,6 +62,7 @@ func defaultConfig() config {
 		queueType:       QueueQuorum,
 		prefetch:        DefaultPrefetch,
 		maxMessageBytes: DefaultMaxMessageBytes,
+		dlqMaxBytes:     DefaultDLQMaxBytes,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -81,6 +87,9 @@ func (c *config) validate() error {
 	}
 	if c.maxMessageBytes < 1 {
 		errs = append(errs, fmt.Errorf("WithMaxMessageBytes: %d, want at least 1", c.maxMessageBytes))
+	}
+	if c.dlqMaxBytes < MinDLQMaxBytes {
+		errs = append(errs, fmt.Errorf("WithDLQMaxBytes: %d, want at least %d", c.dlqMaxBytes, MinDLQMaxBytes))
 	}
 	if c.logger == nil {
 		errs = append(errs, errors.New("WithLogger: nil logger"))
@@ -122,6 +131,14 @@ func WithMaxQueueBytes(n int64) Option { return func(c *config) { c.maxQueueByte
 // WithMaxMessageBytes sets the largest message Publish sends, default
 // DefaultMaxMessageBytes; set it to the server's max_message_size when that is lower.
 func WithMaxMessageBytes(n int) Option { return func(c *config) { c.maxMessageBytes = n } }
+
+// WithDLQMaxBytes bounds the broker's dead-letter stream (Channel.DLQStore) to n bytes
+// on RabbitMQ's disk (x-max-length-bytes), default DefaultDLQMaxBytes, at least
+// MinDLQMaxBytes. Every replica evicts a dead letter, whatever its trigger, once half of
+// n of newer messages were appended after it, so that RabbitMQ never frees one the
+// store still holds; that half also bounds what each replica keeps in memory. A dead
+// letter over an eighth of n is refused. Every replica must use the same n.
+func WithDLQMaxBytes(n int64) Option { return func(c *config) { c.dlqMaxBytes = n } }
 
 // WithLogger sets the logger for backend errors (connection lost, a queue that cannot
 // be declared), logged at most once per 10 seconds per kind; by default nothing is

@@ -13,6 +13,10 @@
 // CloudEvents in binary mode as Knative's RabbitMQ broker writes them: "ce-<name>"
 // headers, datacontenttype as the content-type property, data as the body.
 //
+// Two stream queues per broker keep what its replicas share besides events: StateQueue
+// its triggers' API pauses (Channel.StateStore) and DLQQueue its dead-letter store
+// (Channel.DLQStore). Streams need RabbitMQ 3.9 or later.
+//
 // # Guarantees
 //
 // Publish returns nil only once RabbitMQ confirmed every message (publisher confirms):

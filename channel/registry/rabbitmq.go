@@ -20,6 +20,7 @@ type rabbitmqBackend struct {
 	url           string
 	prefetch      int
 	maxQueueBytes bytesize.Size
+	dlqMaxBytes   bytesize.Size
 
 	log *slog.Logger
 }
@@ -27,12 +28,13 @@ type rabbitmqBackend struct {
 // newRabbitmqBackend returns the backend with its defaults, which hold when its flags
 // are not registered too.
 func newRabbitmqBackend() *rabbitmqBackend {
-	return &rabbitmqBackend{prefetch: rabbitmq.DefaultPrefetch}
+	return &rabbitmqBackend{prefetch: rabbitmq.DefaultPrefetch, dlqMaxBytes: rabbitmq.DefaultDLQMaxBytes}
 }
 
 func (r *rabbitmqBackend) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.url, "rabbitmq-url", "", "AMQP URL of the RabbitMQ node or cluster of the rabbitmq channel: amqp://USER:PASSWORD@HOST:PORT/VHOST (amqps:// for TLS)")
 	fs.IntVar(&r.prefetch, "rabbitmq-prefetch", r.prefetch, "unsettled messages RabbitMQ hands each trigger's consumer (1-65535): the bound on what one trigger holds in memory")
+	fs.Var(&r.dlqMaxBytes, "rabbitmq-dlq-max-bytes", "bytes a broker's dead-letter stream may take on RabbitMQ's disk, all its triggers together (at least 1MiB): a dead letter is evicted, oldest first, once half of it was written after it; the same on every replica")
 	fs.Var(&r.maxQueueBytes, "rabbitmq-max-queue-bytes", "bytes of event data a trigger's queue may hold waiting (x-max-length-bytes, reject-publish) when Sluice declares it; past it ingress answers 429 (default: no limit of the queue's own)")
 }
 
@@ -66,6 +68,9 @@ func (r *rabbitmqBackend) start(_ context.Context, e env) (bool, error) {
 	if r.maxQueueBytes < 0 {
 		return false, fmt.Errorf("--rabbitmq-max-queue-bytes %d: want 0 (no limit) or more", r.maxQueueBytes)
 	}
+	if r.dlqMaxBytes < rabbitmq.MinDLQMaxBytes {
+		return false, fmt.Errorf("--rabbitmq-dlq-max-bytes %d: want at least %d (1MiB)", r.dlqMaxBytes, rabbitmq.MinDLQMaxBytes)
+	}
 	if r.url == "" {
 		return false, nil
 	}
@@ -84,6 +89,7 @@ func (r *rabbitmqBackend) open(ctx context.Context, b config.Broker) (channel.Ch
 		rabbitmq.WithURL(r.url),
 		rabbitmq.WithPrefetch(r.prefetch),
 		rabbitmq.WithMaxQueueBytes(int64(r.maxQueueBytes)),
+		rabbitmq.WithDLQMaxBytes(int64(r.dlqMaxBytes)),
 		rabbitmq.WithLogger(r.log.With("channel", "rabbitmq", "broker", b.Key())),
 	}
 	if q := b.Settings[keyRabbitQueueType]; q != "" { // a RabbitmqBrokerConfig's spec.queueType

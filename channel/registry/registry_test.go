@@ -61,6 +61,7 @@ func TestStartChecksFlags(t *testing.T) {
 		{"rabbitmq unconfigured", []string{"--channel", "rabbitmq"}, nil, "--channel rabbitmq needs --rabbitmq-url URL"},
 		{"rabbitmq bad url", []string{"--rabbitmq-url", "http://x"}, nil, "--rabbitmq-url: AMQP scheme must be either 'amqp://' or 'amqps://'"},
 		{"rabbitmq prefetch", []string{"--rabbitmq-url", "amqp://127.0.0.1:1/", "--rabbitmq-prefetch", "70000"}, nil, "--rabbitmq-prefetch 70000: want 1 to 65535"},
+		{"rabbitmq dlq bound", []string{"--rabbitmq-url", "amqp://127.0.0.1:1/", "--rabbitmq-dlq-max-bytes", "1KiB"}, nil, "--rabbitmq-dlq-max-bytes 1024: want at least 1048576 (1MiB)"},
 		{"kinesis unconfigured", []string{"--channel", "kinesis"}, nil, "--channel kinesis needs --kinesis-checkpoint-dir DIR or --kinesis-lease-table NAME"},
 		{"kinesis lease duration", []string{"--kinesis-lease-table", "t", "--kinesis-region", "us-east-1", "--kinesis-lease-duration", "500ms"}, nil, "--kinesis-lease-duration 500ms: want at least 1s"},
 		{"kinesis lease table", []string{"--channel", "kinesis", "--kinesis-lease-table", "t", "--kinesis-region", "us-east-1"}, nil, ""},

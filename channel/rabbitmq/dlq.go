@@ -1,0 +1,576 @@
+package rabbitmq
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluice-broker/sluice/channel"
+	"github.com/sluice-broker/sluice/dlq"
+)
+
+var _ channel.DLQStorer = (*Channel)(nil)
+
+const (
+	// dlqTimeout bounds how long a Put, List, Delete or Purge waits for its own message
+	// of the dead-letter stream to be read back (applied to the index).
+	dlqTimeout = 30 * time.Second
+	// dlqPrefetch is how many messages of the dead-letter stream RabbitMQ hands the
+	// reader before it acknowledges some (each at most the channel's message bound).
+	dlqPrefetch = 16
+	// dlqOverhead is what the store counts for a message of the dead-letter stream
+	// besides its body: RabbitMQ's own framing and properties take less.
+	dlqOverhead = 512
+)
+
+// Kinds of message of the dead-letter stream: the first byte of its body.
+const (
+	dlqKindEntry  byte = 'e' // a dead letter: dlq.Encode
+	dlqKindDelete byte = 'd' // delete one entry: its ID, uvarint
+	dlqKindPurge  byte = 'p' // delete every entry of the trigger stored before it
+	dlqKindSync   byte = 's' // nothing: read back, it tells that what came before is applied
+)
+
+// DLQQueue is the stream queue that keeps the dead letters of the broker whose exchange
+// is exchange: "<exchange>.dlq", shortened with a hash past RabbitMQ's 255 bytes.
+func DLQQueue(exchange string) string { return fit(exchange + ".dlq") }
+
+// DLQStore returns the broker's dead-letter store on RabbitMQ (channel.DLQStorer): one
+// stream queue per broker, DLQQueue, with x-max-age the limits' MaxAge and
+// x-max-length-bytes WithDLQMaxBytes. Every change is a message appended to it: a dead
+// letter, the deletion of one (by its ID), the purge of a trigger, a listing's marker.
+// An entry's ID is its stream offset plus one, so IDs grow across every replica. Each
+// store reads the stream from its first message into an index of the entries it holds,
+// applying the limits as it reads: every replica (and a restarted process) applies the
+// same messages in the same order and holds the same entries. Besides the limits per
+// trigger, an entry is evicted once half of WithDLQMaxBytes of messages (their bodies
+// and dlqOverhead each) were appended after it, whatever their trigger: RabbitMQ frees
+// the stream's oldest segment only once more than that follows it, so it never frees
+// an entry the index holds. Every replica must run with the same limits and bound.
+//
+// When connected, DLQStore declares the stream before it returns, and fails if RabbitMQ
+// refuses it (a node older than 3.9 has no streams): the broker then keeps its dead
+// letters in memory. Otherwise the stream is declared and read in the background, so
+// that the first listing finds the index built; an error there is retried at each call.
+func (c *Channel) DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	s := &dlqStore{
+		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now, sem: make(chan struct{}, 1),
+		lists: make(map[string]*dlqList), mine: make(map[string]chan dlqApplied),
+	}
+	if c.current() != nil {
+		ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
+		err := s.ensure(ctx)
+		cancel()
+		if refused(err) {
+			return nil, fmt.Errorf("rabbitmq: dead-letter store: %w", err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, channel.ErrClosed
+	}
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.life, dlqTimeout)
+		defer cancel()
+		if err := s.ensure(ctx); err != nil && c.life.Err() == nil {
+			c.log.Warn("dlq-read", "rabbitmq: dead-letter store: cannot open the stream yet; trying again at its next use", "queue", s.queue, "err", err)
+		}
+	})
+	return s, nil
+}
+
+// refused reports whether err is RabbitMQ's refusal of a command (an AMQP error the
+// server sent, not a lost or forced-closed connection).
+func refused(err error) bool {
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Server && e.Code != amqp.ConnectionForced
+}
+
+// dlqStore is the dead-letter store of one broker on RabbitMQ.
+type dlqStore struct {
+	c     *Channel
+	lim   dlq.Limits
+	queue string
+	now   func() time.Time
+	sem   chan struct{} // one ensure at a time
+
+	mu      sync.Mutex
+	reading bool  // the stream is declared and the reader runs
+	next    int64 // offset after the last message applied
+	counted int64 // bytes counted of the messages applied (body and dlqOverhead each)
+	lists   map[string]*dlqList
+	mine    map[string]chan dlqApplied // by correlation id: this process's messages not applied yet
+}
+
+// dlqList is one trigger's entries, oldest first.
+type dlqList struct {
+	entries []dlqItem
+	bytes   int64
+	expired int // evicted outside this process's Put of the trigger, reported by its next Put
+}
+
+// dlqItem is an entry and dlqStore.counted once it was applied.
+type dlqItem struct {
+	e   dlq.Entry
+	pos int64
+}
+
+// dlqApplied is what applying a message this process appended did.
+type dlqApplied struct {
+	n     int  // Put: evictions to report; Purge: entries removed
+	found bool // Delete: the entry was there
+}
+
+// dlqRecord is one decoded message of the dead-letter stream.
+type dlqRecord struct {
+	kind    byte
+	trigger string
+	id      uint64    // dlqKindDelete
+	entry   dlq.Entry // dlqKindEntry
+}
+
+var errDLQRecord = errors.New("corrupt dead-letter message")
+
+// errStoredNotRead is the error of a message RabbitMQ confirmed that the reader did not
+// apply in time: it is stored, and every reader will apply it.
+var errStoredNotRead = errors.New("stored, not read back yet")
+
+// encodeDLQ writes a message body: its kind, the uvarint length of trigger, trigger,
+// then payload.
+func encodeDLQ(kind byte, trigger string, payload []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(trigger)+len(payload))
+	b = binary.AppendUvarint(append(b, kind), uint64(len(trigger)))
+	return append(append(b, trigger...), payload...)
+}
+
+// decodeDLQ reads a message of the dead-letter stream (any client that reaches the
+// queue may write one, so it is checked). The entry's event data aliases body.
+func decodeDLQ(body []byte) (dlqRecord, error) {
+	if len(body) == 0 {
+		return dlqRecord{}, fmt.Errorf("%w: empty", errDLQRecord)
+	}
+	r := dlqRecord{kind: body[0]}
+	n, k := binary.Uvarint(body[1:])
+	if k <= 0 || n > uint64(len(body)-1-k) {
+		return dlqRecord{}, fmt.Errorf("%w: trigger length", errDLQRecord)
+	}
+	r.trigger = string(body[1+k : 1+k+int(n)])
+	rest := body[1+k+int(n):]
+	if r.trigger == "" && r.kind != dlqKindSync {
+		return dlqRecord{}, fmt.Errorf("%w: no trigger", errDLQRecord)
+	}
+	switch r.kind {
+	case dlqKindEntry:
+		e, err := dlq.Decode(rest)
+		if err != nil {
+			return dlqRecord{}, fmt.Errorf("%w: %w", errDLQRecord, err)
+		}
+		r.entry = e
+	case dlqKindDelete:
+		id, k := binary.Uvarint(rest)
+		if k <= 0 || k != len(rest) {
+			return dlqRecord{}, fmt.Errorf("%w: deleted id", errDLQRecord)
+		}
+		r.id = id
+	case dlqKindPurge, dlqKindSync:
+		if len(rest) != 0 {
+			return dlqRecord{}, fmt.Errorf("%w: %d unexpected bytes", errDLQRecord, len(rest))
+		}
+	default:
+		return dlqRecord{}, fmt.Errorf("%w: kind %q", errDLQRecord, r.kind)
+	}
+	return r, nil
+}
+
+func (s *dlqStore) Durable() bool { return true }
+
+func (s *dlqStore) errf(trigger string, err error) error {
+	if errors.Is(err, channel.ErrClosed) || errors.Is(err, dlq.ErrNotFound) || errors.Is(err, channel.ErrUnavailable) {
+		return fmt.Errorf("rabbitmq: dead-letter store of %s in stream %s: %w", trigger, s.queue, err)
+	}
+	return fmt.Errorf("%w: rabbitmq: dead-letter store of %s in stream %s: %w", channel.ErrUnavailable, trigger, s.queue, err)
+}
+
+// streamArgs are the dead-letter stream's arguments: RabbitMQ frees what is older than
+// MaxAge, and the oldest segments (of an eighth of the bound) past the bytes bound:
+// what the store has evicted already.
+func (s *dlqStore) streamArgs() amqp.Table {
+	return amqp.Table{
+		"x-max-age":                       fmt.Sprintf("%ds", int64((s.lim.MaxAge+time.Second-1)/time.Second)),
+		"x-max-length-bytes":              s.c.cfg.dlqMaxBytes,
+		"x-stream-max-segment-size-bytes": s.c.cfg.dlqMaxBytes / 8,
+	}
+}
+
+// window is how many counted bytes may follow an entry before it is evicted.
+func (s *dlqStore) window() int64 { return s.c.cfg.dlqMaxBytes / 2 }
+
+// ensure declares the stream and starts the reader, once.
+func (s *dlqStore) ensure(ctx context.Context) error {
+	if s.c.life.Err() != nil {
+		return channel.ErrClosed
+	}
+	s.mu.Lock()
+	reading := s.reading
+	s.mu.Unlock()
+	if reading {
+		return nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	reading = s.reading
+	s.mu.Unlock()
+	if reading {
+		return nil
+	}
+	sess, err := s.c.waitSession(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: not connected: %w", channel.ErrUnavailable, err)
+	}
+	if err := s.c.declareStream(sess.conn, s.queue, s.streamArgs()); err != nil {
+		return err
+	}
+	s.c.mu.Lock()
+	if s.c.closed {
+		s.c.mu.Unlock()
+		return channel.ErrClosed
+	}
+	s.c.wg.Add(1) // Close waits for the reader
+	s.c.mu.Unlock()
+	s.mu.Lock()
+	s.reading = true
+	s.mu.Unlock()
+	go s.read()
+	return nil
+}
+
+// read applies the stream's messages to the index until the channel closes, consuming
+// again (from the next offset) after each lost channel or connection.
+func (s *dlqStore) read() {
+	defer s.c.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		sess, err := s.c.waitSession(s.c.life)
+		if err != nil {
+			return
+		}
+		err = s.follow(sess)
+		if s.c.life.Err() != nil {
+			return
+		}
+		s.c.log.Warn("dlq-read", "rabbitmq: dead-letter store: reading the stream stopped; reading it again", "queue", s.queue, "err", err)
+		if !s.c.sleep(backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// follow consumes the stream from the offset after the last message applied, on an AMQP
+// channel of its own, until that channel closes or the store's channel does.
+func (s *dlqStore) follow(sess *session) error {
+	if err := s.c.declareStream(sess.conn, s.queue, s.streamArgs()); err != nil {
+		return err
+	}
+	ch, err := sess.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening a channel: %w", err)
+	}
+	defer func() { _ = ch.Close() }()
+	if err := ch.Qos(dlqPrefetch, 0, false); err != nil {
+		return fmt.Errorf("prefetch: %w", err)
+	}
+	s.mu.Lock()
+	var from any = "first"
+	if s.next > 0 {
+		from = s.next
+	}
+	s.mu.Unlock()
+	cancelled := ch.NotifyCancel(make(chan string, 1))
+	deliveries, err := ch.Consume(s.queue, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
+	if err != nil {
+		return fmt.Errorf("consuming: %w", err)
+	}
+	unacked := 0
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				select {
+				case <-cancelled:
+					// RabbitMQ cancels the consumers of a deleted queue: what the stream
+					// held is gone, and a new stream starts from offset 0.
+					s.mu.Lock()
+					s.next, s.counted = 0, 0
+					clear(s.lists)
+					s.mu.Unlock()
+					return errors.New("the stream was deleted")
+				default:
+				}
+				return errors.New("the consuming channel closed")
+			}
+			s.apply(&d)
+			// A stream keeps its messages: an ack only gives credit for more. One ack
+			// covers what came before it, sent at half the prefetch, so that the other
+			// half keeps coming meanwhile.
+			if unacked++; unacked >= dlqPrefetch/2 {
+				_ = d.Ack(true)
+				unacked = 0
+			}
+		case <-s.c.life.Done():
+			return nil
+		}
+	}
+}
+
+// apply applies one message of the stream to the index.
+func (s *dlqStore) apply(d *amqp.Delivery) {
+	off, ok := d.Headers["x-stream-offset"].(int64)
+	if !ok {
+		s.c.log.Warn("dlq-decode", "rabbitmq: dead-letter store: a message without its stream offset skipped", "queue", s.queue)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off < s.next { // read again from the start of its chunk
+		return
+	}
+	s.next = off + 1
+	s.counted += int64(len(d.Body)) + dlqOverhead
+	r, err := decodeDLQ(d.Body)
+	if err != nil {
+		s.c.log.Warn("dlq-decode", "rabbitmq: dead-letter store: unreadable message skipped", "queue", s.queue, "offset", off, "err", err)
+		s.boundLocked("")
+		return
+	}
+	var res dlqApplied
+	switch r.kind {
+	case dlqKindEntry:
+		r.entry.ID = uint64(off) + 1
+		res.n = s.addLocked(r.trigger, r.entry)
+		res.n += s.boundLocked(r.trigger)
+	case dlqKindDelete:
+		if l := s.lists[r.trigger]; l != nil {
+			if i, ok := l.find(r.id); ok {
+				l.drop(i)
+				res.found = true
+			}
+		}
+	case dlqKindPurge:
+		if l := s.lists[r.trigger]; l != nil {
+			res.n = len(l.entries)
+			l.entries, l.bytes = nil, 0
+		}
+	}
+	if r.kind != dlqKindEntry {
+		s.boundLocked("")
+	}
+	if l := s.lists[r.trigger]; l != nil && len(l.entries) == 0 && l.expired == 0 {
+		delete(s.lists, r.trigger)
+	}
+	if ch := s.mine[d.CorrelationId]; ch != nil && d.CorrelationId != "" {
+		delete(s.mine, d.CorrelationId)
+		ch <- res
+	}
+}
+
+// addLocked appends e to trigger's list after evicting what the limits require (age
+// against e's stored time, so that every reader evicts the same) and returns the
+// evictions to report to this process's Put.
+func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
+	l := s.lists[trigger]
+	if l == nil {
+		l = &dlqList{}
+		s.lists[trigger] = l
+	}
+	if e.Time.IsZero() { // another client's
+		e.Time = s.now()
+	}
+	n := 0
+	cut := e.Time.Add(-s.lim.MaxAge)
+	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
+		l.drop(0)
+		n++
+	}
+	// An entry above the bytes bound (written by a replica with other limits) is not kept.
+	if size := e.Size(); size <= s.lim.MaxBytes {
+		for len(l.entries) > 0 && (len(l.entries)+1 > s.lim.MaxEntries || l.bytes+size > s.lim.MaxBytes) {
+			l.drop(0)
+			n++
+		}
+		l.entries = append(l.entries, dlqItem{e: e, pos: s.counted})
+		l.bytes += size
+	} else {
+		n++
+	}
+	n += l.expired
+	l.expired = 0
+	return n
+}
+
+// boundLocked evicts, oldest first whatever their trigger, the entries followed by more
+// than window counted bytes, and returns how many were trigger's; the others' are
+// reported by their triggers' next Put in this process.
+func (s *dlqStore) boundLocked(trigger string) int {
+	n := 0
+	for {
+		var oldest *dlqList
+		var name string
+		for k, l := range s.lists {
+			if len(l.entries) > 0 && (oldest == nil || l.entries[0].e.ID < oldest.entries[0].e.ID) {
+				oldest, name = l, k
+			}
+		}
+		if oldest == nil || s.counted-oldest.entries[0].pos <= s.window() {
+			return n
+		}
+		oldest.drop(0)
+		if name == trigger {
+			n++
+		} else {
+			oldest.expired++
+		}
+	}
+}
+
+func (l *dlqList) find(id uint64) (int, bool) {
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID >= id })
+	return i, i < len(l.entries) && l.entries[i].e.ID == id
+}
+
+func (l *dlqList) drop(i int) {
+	l.bytes -= l.entries[i].e.Size()
+	l.entries = append(l.entries[:i:i], l.entries[i+1:]...)
+}
+
+// write appends a message of kind for trigger and waits (up to dlqTimeout) until the
+// reader applied it, which it has once it applied everything stored before it.
+func (s *dlqStore) write(ctx context.Context, kind byte, trigger string, payload []byte) (dlqApplied, error) {
+	if err := s.ensure(ctx); err != nil {
+		return dlqApplied{}, err
+	}
+	body := encodeDLQ(kind, trigger, payload)
+	if len(body) > s.c.cfg.maxMessageBytes {
+		return dlqApplied{}, fmt.Errorf("a dead letter of %d bytes as a RabbitMQ message is over the channel's %d-byte limit", len(body), s.c.cfg.maxMessageBytes)
+	}
+	id := uuid.NewString()
+	ch := make(chan dlqApplied, 1)
+	s.mu.Lock()
+	s.mine[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mine, id)
+		s.mu.Unlock()
+	}()
+	if err := s.c.appendStream(ctx, s.queue, s.streamArgs(), amqp.Publishing{
+		DeliveryMode: amqp.Persistent, CorrelationId: id, Body: body,
+	}); err != nil {
+		return dlqApplied{}, err
+	}
+	wait := time.NewTimer(dlqTimeout)
+	defer wait.Stop()
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-ctx.Done():
+		return dlqApplied{}, fmt.Errorf("%w: %w: %w", channel.ErrUnavailable, errStoredNotRead, ctx.Err())
+	case <-wait.C:
+		return dlqApplied{}, fmt.Errorf("%w: %w within %s", channel.ErrUnavailable, errStoredNotRead, dlqTimeout)
+	case <-s.c.life.Done():
+		return dlqApplied{}, channel.ErrClosed
+	}
+}
+
+// Put stores e. The evictions it reports are those that applying its message made, and
+// the entries of trigger this process's List found expired since its last Put. Once
+// RabbitMQ confirmed the message, the entry is stored: if it is not read back in time,
+// Put answers nil without the count of evictions.
+func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, error) {
+	if size := e.Size(); size > s.lim.MaxBytes {
+		return 0, fmt.Errorf("rabbitmq: dead-letter store of %s: a dead letter of %d bytes is larger than --dlq-max-bytes %d", trigger, size, s.lim.MaxBytes)
+	}
+	e.Time = s.now()
+	payload := dlq.Encode(&e)
+	if n := int64(len(payload)+len(trigger)) + dlqOverhead; n > s.c.cfg.dlqMaxBytes/8 {
+		return 0, fmt.Errorf("rabbitmq: dead-letter store of %s: a dead letter of %d bytes in the stream is larger than an eighth of --rabbitmq-dlq-max-bytes %d", trigger, n, s.c.cfg.dlqMaxBytes)
+	}
+	res, err := s.write(ctx, dlqKindEntry, trigger, payload)
+	if err != nil {
+		if errors.Is(err, errStoredNotRead) {
+			return 0, nil
+		}
+		return 0, s.errf(trigger, err)
+	}
+	return res.n, nil
+}
+
+// List returns a page of trigger's entries once the index holds what the stream held
+// when it was called. Entries past MaxAge are dropped from the index.
+func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit int) (dlq.Page, error) {
+	limit = dlq.ClampPage(limit)
+	if _, err := s.write(ctx, dlqKindSync, "", nil); err != nil {
+		return dlq.Page{}, s.errf(trigger, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lists[trigger]
+	if l == nil {
+		return dlq.Page{}, nil
+	}
+	cut := s.now().Add(-s.lim.MaxAge)
+	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
+		l.drop(0)
+		l.expired++
+	}
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID > after })
+	end := min(i+limit, len(l.entries))
+	p := dlq.Page{Entries: make([]dlq.Entry, 0, end-i), Total: len(l.entries), Bytes: l.bytes}
+	for _, it := range l.entries[i:end] {
+		p.Entries = append(p.Entries, it.e)
+	}
+	if end < len(l.entries) {
+		p.Next = l.entries[end-1].e.ID
+	}
+	if n := len(l.entries); n > 0 {
+		p.Last = l.entries[n-1].e.ID
+	}
+	return p, nil
+}
+
+// Delete removes entry id: every replica applies the deletion as it reads it.
+func (s *dlqStore) Delete(ctx context.Context, trigger string, id uint64) error {
+	res, err := s.write(ctx, dlqKindDelete, trigger, binary.AppendUvarint(nil, id))
+	if err != nil {
+		return s.errf(trigger, err)
+	}
+	if !res.found {
+		return s.errf(trigger, fmt.Errorf("%w: %d", dlq.ErrNotFound, id))
+	}
+	return nil
+}
+
+// Purge removes every entry of trigger stored before it.
+func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
+	res, err := s.write(ctx, dlqKindPurge, trigger, nil)
+	if err != nil {
+		return 0, s.errf(trigger, err)
+	}
+	return res.n, nil
+}
