@@ -225,11 +225,15 @@ func desiredStatus(o config.ObjectStatus, gen int64, cur *unstructured.Unstructu
 		delete(st, "address") // not ready: no address to send to
 		delete(st, "addresses")
 	}
-	if o.Kind == "Trigger" {
-		delete(st, "subscriberUri")
+	// The URL a Trigger's subscriber, a PingSource's sink resolved to.
+	for kind, field := range map[string]string{"Trigger": "subscriberUri", "PingSource": "sinkUri"} {
+		if o.Kind != kind {
+			continue
+		}
+		delete(st, field)
 		for _, r := range o.Refs {
-			if r.Field == "spec.subscriber" && o.Ready {
-				st["subscriberUri"] = r.URL
+			if (r.Field == "spec.subscriber" || r.Field == "spec.sink") && o.Ready {
+				st[field] = r.URL
 			}
 		}
 	}
