@@ -26,6 +26,7 @@ const corpusDir = "../testdata/knative"
 
 var (
 	sequences   = schema.GroupVersionResource{Group: "flows.knative.dev", Version: "v1", Resource: "sequences"}
+	parallels   = schema.GroupVersionResource{Group: "flows.knative.dev", Version: "v1", Resource: "parallels"}
 	pingSources = schema.GroupVersionResource{Group: "sources.knative.dev", Version: "v1", Resource: "pingsources"}
 )
 
@@ -89,12 +90,13 @@ type delivery struct {
 // every request, and answers on the paths of replies with a reply event.
 type sampleSink struct {
 	*httptest.Server
-	mu   sync.Mutex
-	got  []delivery
-	step map[string]func(h http.Header) // path → how the reply's ce- headers differ from the request's
+	mu  sync.Mutex
+	got []delivery
+	// step: path → how the reply's ce- headers differ from the request's; false: no reply.
+	step map[string]func(h http.Header) bool
 }
 
-func newSampleSink(t *testing.T, steps map[string]func(http.Header)) *sampleSink {
+func newSampleSink(t *testing.T, steps map[string]func(http.Header) bool) *sampleSink {
 	s := &sampleSink{step: steps}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -112,7 +114,11 @@ func newSampleSink(t *testing.T, steps map[string]func(http.Header)) *sampleSink
 				w.Header()[k] = v
 			}
 		}
-		change(w.Header())
+		if !change(w.Header()) {
+			clear(w.Header())
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 	}))
@@ -159,11 +165,12 @@ func (s *sampleSink) byID(path string) map[string]int {
 func TestBookstoreSequenceSample(t *testing.T) {
 	kubetest.Need(t, srv)
 	const ns = "bookstore"
-	sink := newSampleSink(t, map[string]func(http.Header){
-		"/bad-word-filter": func(h http.Header) { h.Set("ce-badwordfilter", "good") },
-		"/sentiment": func(h http.Header) {
+	sink := newSampleSink(t, map[string]func(http.Header) bool{
+		"/bad-word-filter": func(h http.Header) bool { h.Set("ce-badwordfilter", "good"); return true },
+		"/sentiment": func(h http.Header) bool {
 			h.Set("ce-type", "moderated-comment")
 			h.Set("ce-id", "moderated-"+h.Get("ce-id"))
+			return true
 		},
 	})
 	refs := refsFile(t, ns, map[string]string{
@@ -269,6 +276,88 @@ func TestPingSourceSample(t *testing.T) {
 			sink.mu.Lock()
 			t.Errorf("%d events at %s not of type dev.knative.sources.ping from %s with %q %q: %+v", bad, tt.path, source, tt.contentType, tt.body, sink.got)
 			sink.mu.Unlock()
+		}
+	}
+}
+
+// TestParallelSample applies Knative's Parallel sample (docs/eventing/samples/parallel/
+// multiple-branches): two branches, each with a filter and a transformer, replies to
+// event-display. Written in flows.knative.dev/v1beta1, which Knative no longer serves,
+// it is applied as v1, whose fields it has. Its Services are mapped by --refs to a
+// stand-in on 127.0.0.1: a filter lets an event through by replying with it (the even
+// filter the events of even number, the odd filter the others), a transformer replies
+// with an event of its branch's type. Every event sent to the Parallel's status address
+// reaches exactly one transformer and, transformed, event-display; the Parallel's
+// status names its ingress and branch channels and subscriptions, ready.
+func TestParallelSample(t *testing.T) {
+	kubetest.Need(t, srv)
+	const ns = "parallel"
+	even := func(h http.Header) bool {
+		var n int
+		fmt.Sscanf(h.Get("ce-id"), "n-%d", &n)
+		return n%2 == 0
+	}
+	transform := func(typ string) func(http.Header) bool {
+		return func(h http.Header) bool { h.Set("ce-type", typ); return true }
+	}
+	sink := newSampleSink(t, map[string]func(http.Header) bool{
+		"/even-filter":      even,
+		"/odd-filter":       func(h http.Header) bool { return !even(h) },
+		"/even-transformer": transform("even"),
+		"/odd-transformer":  transform("odd"),
+	})
+	urls := map[string]string{}
+	for _, name := range []string{"even-filter", "odd-filter", "even-transformer", "odd-transformer", "event-display"} {
+		urls["serving.knative.dev/v1 Service "+name] = sink.URL + "/" + name
+	}
+	s, _ := serveDeployed(t, "--refs", refsFile(t, ns, urls))
+	namespace(t, ns)
+	objs := corpus(t, "parallel-multiple-branches/parallel.yaml")
+	for _, o := range objs {
+		o.SetAPIVersion("flows.knative.dev/v1")
+	}
+	applyAll(t, ns, objs, "")
+
+	p := waitFor(t, parallels, ns, "odd-even-parallel", "ready", ready)
+	addr, _, _ := unstructured.NestedString(p.Object, "status", "address", "url")
+	if want := s.Base + "/" + ns + "/odd-even-parallel-kn-parallel"; addr != want {
+		t.Fatalf("Parallel status.address.url %q, want %q", addr, want)
+	}
+	const imc = "messaging.knative.dev/v1 InMemoryChannel parallel/odd-even-parallel-kn-parallel"
+	const sub = "messaging.knative.dev/v1 Subscription parallel/odd-even-parallel-kn-parallel"
+	in, _, _ := unstructured.NestedFieldNoCopy(p.Object, "status", "ingressChannelStatus")
+	branches, _, _ := unstructured.NestedSlice(p.Object, "status", "branchStatuses")
+	got := []string{refAndReady(in, "channel")}
+	for _, b := range branches {
+		m, _ := b.(map[string]any)
+		got = append(got, refAndReady(m["filterSubscriptionStatus"], "subscription"), refAndReady(m["filterChannelStatus"], "channel"),
+			refAndReady(m["subscriberSubscriptionStatus"], "subscription"))
+	}
+	want := []string{imc + ":True",
+		sub + "-filter-0:True", imc + "-0:True", sub + "-0:True",
+		sub + "-filter-1:True", imc + "-1:True", sub + "-1:True"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Parallel status:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	const n = 6
+	send(t, addr, "number", "n", n)
+	sluicetest.Eventually(t, hang, fmt.Sprintf("%d transformed events at event-display", n), func() bool {
+		return len(sink.byID("/event-display")) == n
+	})
+	for i := range n {
+		id, typ, other := fmt.Sprintf("n-%d", i), "odd", "/even-transformer"
+		if i%2 == 0 {
+			typ, other = "even", "/odd-transformer"
+		}
+		if got := sink.count("/event-display", func(d delivery) bool { return d.id == id && d.typ == typ }); got != 1 {
+			t.Errorf("event %s at event-display as %s: %d times, want 1", id, typ, got)
+		}
+		if got := sink.byID("/" + typ + "-transformer")[id]; got != 1 {
+			t.Errorf("event %s at the %s transformer %d times, want 1", id, typ, got)
+		}
+		if got := sink.byID(other)[id]; got != 0 {
+			t.Errorf("event %s at %s, which its filter should have dropped", id, other)
 		}
 	}
 }
