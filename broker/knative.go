@@ -102,6 +102,15 @@ func (s *Server) Status() []config.ObjectStatus {
 		}
 	}
 	for i, o := range out {
+		if len(o.FlowChannels) > 0 { // which of a flow's channels are not running
+			chs := slices.Clone(o.FlowChannels)
+			for j, ch := range chs {
+				if err, bad := failed[o.Namespace+"/"+ch.Name]; bad {
+					chs[j].Ready, chs[j].Reason = false, "not running: "+redact.Text(err.Error())
+				}
+			}
+			out[i].FlowChannels = chs
+		}
 		if !o.Ready {
 			continue
 		}

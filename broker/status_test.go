@@ -68,3 +68,37 @@ func TestKeepChannelSettings(t *testing.T) {
 		t.Errorf("err %v, kept %+v", err, next)
 	}
 }
+
+// TestStatusFlowChannels: a Sequence's channels that could not be opened are not ready
+// in its status, each with the reason; those of a Sequence that runs are ready; the
+// applied configuration is not changed by it.
+func TestStatusFlowChannels(t *testing.T) {
+	s := newTestServer(t, nil)
+	seq := func(name, ann string) string {
+		return "---\napiVersion: flows.knative.dev/v1\nkind: Sequence\nmetadata: {name: " + name + ", namespace: ns" + ann + "}\n" +
+			"spec: {steps: [{uri: \"http://127.0.0.1:9/a\"}, {uri: \"http://127.0.0.1:9/b\"}]}\n"
+	}
+	cfg := loadConfig(t, plainBroker()+seq("ok", "")+seq("js", ", annotations: {sluice.dev/channel: jetstream}"))
+	if err := s.Apply(context.Background(), cfg); err == nil {
+		t.Fatal("Apply of a sequence on an unconfigured backend: no error")
+	}
+	for range 2 { // Status changes nothing of what it reports from
+		flows := map[string][]config.FlowChannel{}
+		for _, o := range s.Status() {
+			if o.Kind == "Sequence" {
+				flows[o.Name] = o.FlowChannels
+			}
+		}
+		if len(flows["ok"]) != 2 || !flows["ok"][0].Ready || !flows["ok"][1].Ready {
+			t.Errorf("the running sequence's channels: %+v", flows["ok"])
+		}
+		if len(flows["js"]) != 2 {
+			t.Fatalf("the sequence on jetstream's channels: %+v", flows["js"])
+		}
+		for _, ch := range flows["js"] {
+			if ch.Ready || !strings.Contains(ch.Reason, `not running: channel backend "jetstream" is not configured`) {
+				t.Errorf("the sequence on jetstream's channel %+v: want not ready, naming the backend", ch)
+			}
+		}
+	}
+}

@@ -198,6 +198,8 @@ func FuzzReadDocuments(f *testing.F) {
 		`{"apiVersion":"eventing.knative.dev/v1","kind":"Trigger","metadata":{"name":"t","namespace":"n"},"spec":{"broker":"b","subscriber":{"uri":"http://x/"}}}`))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"config-br-defaults","namespace":"knative-eventing"},"data":{"default-br-config":"{clusterDefault: {brokerClass: Sluice}}"}}`))
 	f.Add([]byte("{}\x00null\x00[]\x00{\"kind\":\"List\",\"apiVersion\":\"v1\",\"items\":[{}]}"))
+	f.Add([]byte(`{"apiVersion":"flows.knative.dev/v1","kind":"Sequence","metadata":{"name":"s","namespace":"n"},"spec":{"channelTemplate":{"apiVersion":"messaging.knative.dev/v1","kind":"InMemoryChannel"},"steps":[{"uri":"http://a/"},{"uri":"http://b/"}]}}` + "\x00" +
+		`{"apiVersion":"flows.knative.dev/v1","kind":"Parallel","metadata":{"name":"p","namespace":"n"},"spec":{"branches":[{"subscriber":{"uri":"http://x/"}},{"filter":{"uri":"http://f/"},"subscriber":{"uri":"http://y/"}}]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var docs []Document
 		names := map[string]bool{}
@@ -213,6 +215,17 @@ func FuzzReadDocuments(f *testing.F) {
 		for _, o := range cfg.Objects {
 			if !names[o.File] {
 				t.Fatalf("object %s names document %q, not one of the input", o.Key(), o.File)
+			}
+			// A flow's channels: one subscription each, but a Parallel's ingress, which
+			// has one per branch channel.
+			for i, ch := range o.FlowChannels {
+				want := 1
+				if o.Kind == "Parallel" && i == 0 {
+					want = len(o.FlowChannels) - 1
+				}
+				if ch.Name == "" || ch.Kind == "" || len(ch.Subscriptions) != want || !ch.Ready {
+					t.Fatalf("%s: flow channel %d %+v: want a named, ready channel with %d subscriptions", o.Key(), i, ch, want)
+				}
 			}
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -674,4 +675,51 @@ func TestBrokerDefaultClass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlowChannels: a Sequence's and a Parallel's status lists the channels they run
+// on and the subscriptions on each, named as Knative names them; a flow that runs
+// nothing lists none, and one whose edit is invalid lists its last good version's.
+func TestFlowChannels(t *testing.T) {
+	const imc = "messaging.knative.dev/v1"
+	seq := func(steps string) string {
+		return "apiVersion: flows.knative.dev/v1\nkind: Sequence\nmetadata: {name: s, namespace: shop}\n" +
+			"spec: {channelTemplate: {apiVersion: messaging.knative.dev/v1, kind: InMemoryChannel}, steps: [" + steps + "]}\n"
+	}
+	par := "apiVersion: flows.knative.dev/v1\nkind: Parallel\nmetadata: {name: p, namespace: shop}\n" +
+		"spec: {channelTemplate: {apiVersion: messaging.knative.dev/v1beta1, kind: KafkaChannel, spec: {numPartitions: 1}}, " +
+		"branches: [{subscriber: {uri: \"http://a/\"}}, {filter: {uri: \"http://f/\"}, subscriber: {uri: \"http://b/\"}}]}\n"
+	for _, tt := range []struct {
+		name, yaml, key string
+		want            []FlowChannel
+	}{
+		{"sequence", seq(`{uri: "http://a/"}, {uri: "http://b/"}`), "Sequence shop/s", []FlowChannel{
+			{APIVersion: imc, Kind: "InMemoryChannel", Name: "s-kn-sequence-0", Subscriptions: []string{"s-kn-sequence-0"}, Ready: true},
+			{APIVersion: imc, Kind: "InMemoryChannel", Name: "s-kn-sequence-1", Subscriptions: []string{"s-kn-sequence-1"}, Ready: true},
+		}},
+		{"parallel", par, "Parallel shop/p", []FlowChannel{
+			{APIVersion: "messaging.knative.dev/v1beta1", Kind: "KafkaChannel", Name: "p-kn-parallel", Subscriptions: []string{"p-kn-parallel-filter-0", "p-kn-parallel-filter-1"}, Ready: true},
+			{APIVersion: "messaging.knative.dev/v1beta1", Kind: "KafkaChannel", Name: "p-kn-parallel-0", Subscriptions: []string{"p-kn-parallel-0"}, Ready: true},
+			{APIVersion: "messaging.knative.dev/v1beta1", Kind: "KafkaChannel", Name: "p-kn-parallel-1", Subscriptions: []string{"p-kn-parallel-1"}, Ready: true},
+		}},
+		{"a step that does not resolve", seq(`{ref: {apiVersion: eventing.knative.dev/v1, kind: Broker, name: missing}}`), "Sequence shop/s", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := status(t, readYAML(t, tt.yaml), tt.key)
+			if !reflect.DeepEqual(o.FlowChannels, tt.want) {
+				t.Errorf("FlowChannels %+v, want %+v (status %+v)", o.FlowChannels, tt.want, o)
+			}
+		})
+	}
+	t.Run("last good version", func(t *testing.T) {
+		first := readYAML(t, seq(`{uri: "http://a/"}`))
+		second, err := ReadDocuments([]Document{{Name: "x.yaml", Data: []byte(seq(`{uri: "relative"}`))}}, WithPrevious(first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := status(t, second, "Sequence shop/s")
+		if o.Ready || len(o.FlowChannels) != 1 || o.FlowChannels[0].Name != "s-kn-sequence-0" {
+			t.Errorf("an invalid edit: %+v", o)
+		}
+	})
 }

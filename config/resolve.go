@@ -209,6 +209,19 @@ func (l *loader) resolve(cfg *Config) {
 			continue
 		}
 		flows[p] = made
+		p.status.FlowChannels = nil
+		for i, n := range made {
+			k := kinds[n.Kind]
+			subs := []string{n.Name}
+			if p.par != nil && i == 0 {
+				subs = nil
+				for b := range p.par.branches {
+					subs = append(subs, childName(p.status.Name, fmt.Sprintf("-kn-parallel-filter-%d", b)))
+				}
+			}
+			p.status.FlowChannels = append(p.status.FlowChannels, FlowChannel{APIVersion: k.group + "/" + k.version,
+				Kind: n.Kind, Name: n.Name, Subscriptions: subs, Ready: true})
+		}
 		addr := r.address(p.status.Namespace, made[0].Name)
 		r.addresses[p.key()] = addr
 		p.status.Address, p.status.Channel = addr, backend
@@ -409,6 +422,9 @@ func (l *loader) resolve(cfg *Config) {
 			st.Address, st.Channel = "", ""
 		default:
 			st.Ready = true
+		}
+		if p.failed() {
+			st.FlowChannels = nil // a flow that failed runs no channel, not even its last good version's
 		}
 		if !st.Ready {
 			st.Address, st.Channel = "", ""

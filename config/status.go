@@ -31,8 +31,30 @@ type ObjectStatus struct {
 	Channel string `json:"channel,omitempty"`
 	// Refs are the object's resolved destinations, in field order.
 	Refs []Resolution `json:"refs,omitempty"`
+	// FlowChannels are the channels a Sequence (one per step) or a Parallel (its
+	// ingress, then one per branch) runs on now, in that order, named as Knative's
+	// controllers name the channels they create; empty while none runs.
+	FlowChannels []FlowChannel `json:"flowChannels,omitempty"`
 
 	reasons []string // Reason, one entry per problem
+}
+
+// FlowChannel is one channel a Sequence or Parallel runs on, and the subscriptions on
+// it, named as Knative's controllers name the ones they create.
+type FlowChannel struct {
+	// APIVersion and Kind are the channel's kind, from the channel template.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name is the channel's name, in the flow's namespace.
+	Name string `json:"name"`
+	// Subscriptions are the names of the subscriptions on the channel: a Sequence's
+	// step's one, a Parallel's branch's one, or, on a Parallel's ingress, the filter
+	// subscription of each branch in order.
+	Subscriptions []string `json:"subscriptions"`
+	// Ready is false when the channel is not running now (its backend down), and
+	// Reason says why.
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Resolution is one resolved Destination of an object.

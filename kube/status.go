@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -202,26 +203,19 @@ func desiredStatus(o config.ObjectStatus, gen int64, cur *unstructured.Unstructu
 			st[k] = v
 		}
 	}
-	cond := map[string]any{"type": "Ready", "status": "True"}
+	old, _ := st["conditions"].([]any)
+	reason, msg := "", o.Reason
 	if !o.Ready {
-		cond["status"] = "False"
-		cond["reason"] = ReasonInvalid
+		reason = ReasonInvalid
 		if strings.HasPrefix(o.Reason, "not running: ") || strings.HasPrefix(o.Reason, "its channel ") {
-			cond["reason"] = ReasonNotRunning
+			reason = ReasonNotRunning
 		}
 	}
-	if o.Reason != "" {
-		cond["message"] = o.Reason
+	conds := []any{condition(old, "Ready", o.Ready, reason, msg)}
+	if o.Kind == "Sequence" || o.Kind == "Parallel" {
+		conds = append(conds, flowStatus(st, o, old, reason, msg)...)
 	}
-	cond["lastTransitionTime"] = time.Now().UTC().Format(time.RFC3339)
-	if conds, ok := st["conditions"].([]any); ok {
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == cond["status"] && m["lastTransitionTime"] != nil {
-				cond["lastTransitionTime"] = m["lastTransitionTime"]
-			}
-		}
-	}
-	st["conditions"] = []any{cond}
+	st["conditions"] = conds
 	st["observedGeneration"] = gen
 	switch {
 	case o.Address != "" && o.Ready:
@@ -231,15 +225,131 @@ func desiredStatus(o config.ObjectStatus, gen int64, cur *unstructured.Unstructu
 		delete(st, "address") // not ready: no address to send to
 		delete(st, "addresses")
 	}
-	if o.Kind == "Trigger" {
-		delete(st, "subscriberUri")
+	// The URL a Trigger's subscriber, a PingSource's sink resolved to.
+	for kind, field := range map[string]string{"Trigger": "subscriberUri", "PingSource": "sinkUri"} {
+		if o.Kind != kind {
+			continue
+		}
+		delete(st, field)
 		for _, r := range o.Refs {
-			if r.Field == "spec.subscriber" && o.Ready {
-				st["subscriberUri"] = r.URL
+			if (r.Field == "spec.subscriber" || r.Field == "spec.sink") && o.Ready {
+				st[field] = r.URL
 			}
 		}
 	}
 	return st
+}
+
+// condition is the condition typ, True if ok, else False with reason; it keeps the
+// lastTransitionTime of the condition of old of the same type and status.
+func condition(old []any, typ string, ok bool, reason, msg string) map[string]any {
+	c := map[string]any{"type": typ, "status": "True"}
+	if !ok {
+		c["status"] = "False"
+		c["reason"] = reason
+	}
+	if msg != "" {
+		c["message"] = msg
+	}
+	c["lastTransitionTime"] = time.Now().UTC().Format(time.RFC3339)
+	for _, x := range old {
+		if m, ok := x.(map[string]any); ok && m["type"] == typ && m["status"] == c["status"] && m["lastTransitionTime"] != nil {
+			c["lastTransitionTime"] = m["lastTransitionTime"]
+		}
+	}
+	return c
+}
+
+// Conditions of a Sequence and a Parallel besides Ready, as Knative's controllers
+// write them.
+const (
+	ConditionChannelsReady      = "ChannelsReady"
+	ConditionSubscriptionsReady = "SubscriptionsReady"
+	ConditionAddressable        = "Addressable"
+)
+
+// flowStatus writes into st what Knative writes of a Sequence's or Parallel's channels
+// and subscriptions (channelStatuses and subscriptionStatuses; ingressChannelStatus and
+// branchStatuses), each with its Ready condition, and returns the conditions
+// ChannelsReady, SubscriptionsReady and Addressable. Sluice runs the channels inside
+// itself, named as Knative names the objects it creates: they are not objects of the
+// cluster. While no channel runs (the flow is invalid), the lists are left out and
+// the conditions give the flow's reason.
+func flowStatus(st map[string]any, o config.ObjectStatus, old []any, reason, msg string) []any {
+	// The Ready condition each channel and subscription had, by "channel NAME" and
+	// "subscription NAME", for its transition time.
+	was := map[string][]any{}
+	var note func(v any)
+	note = func(v any) {
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				note(e)
+			}
+		case map[string]any:
+			for _, k := range []string{"channel", "subscription"} {
+				if ref, ok := x[k].(map[string]any); ok {
+					was[k+" "+fmt.Sprint(ref["name"])] = []any{x["ready"]}
+					return
+				}
+			}
+			for _, e := range x {
+				note(e)
+			}
+		}
+	}
+	for _, k := range []string{"channelStatuses", "subscriptionStatuses", "ingressChannelStatus", "branchStatuses"} {
+		note(st[k])
+		delete(st, k)
+	}
+	chs := o.FlowChannels
+	addressable := condition(old, ConditionAddressable, o.Ready && o.Address != "", reason, msg)
+	if len(chs) == 0 || (o.Kind == "Parallel" && len(chs[0].Subscriptions) != len(chs)-1) {
+		if msg == "" {
+			reason, msg = ReasonNotRunning, "no channel runs"
+		}
+		return []any{condition(old, ConditionChannelsReady, false, reason, msg),
+			condition(old, ConditionSubscriptionsReady, false, reason, msg), addressable}
+	}
+	// A subscription is ready when the channel it is on runs.
+	channel := func(ch config.FlowChannel) map[string]any {
+		return map[string]any{"channel": map[string]any{"apiVersion": ch.APIVersion, "kind": ch.Kind, "name": ch.Name, "namespace": o.Namespace},
+			"ready": condition(was["channel "+ch.Name], "Ready", ch.Ready, ReasonNotRunning, ch.Reason)}
+	}
+	sub := func(name string, on config.FlowChannel) map[string]any {
+		return map[string]any{"subscription": map[string]any{"apiVersion": "messaging.knative.dev/v1", "kind": "Subscription", "name": name, "namespace": o.Namespace},
+			"ready": condition(was["subscription "+name], "Ready", on.Ready, ReasonNotRunning, on.Reason)}
+	}
+	if o.Kind == "Sequence" {
+		var cs, ss []any
+		for _, ch := range chs {
+			cs = append(cs, channel(ch))
+			for _, s := range ch.Subscriptions {
+				ss = append(ss, sub(s, ch))
+			}
+		}
+		st["channelStatuses"], st["subscriptionStatuses"] = cs, ss
+	} else {
+		st["ingressChannelStatus"] = channel(chs[0])
+		var bs []any
+		for i, ch := range chs[1:] {
+			b := map[string]any{"filterSubscriptionStatus": sub(chs[0].Subscriptions[i], chs[0]), "filterChannelStatus": channel(ch)}
+			if len(ch.Subscriptions) > 0 {
+				b["subscriberSubscriptionStatus"] = sub(ch.Subscriptions[0], ch)
+			}
+			bs = append(bs, b)
+		}
+		st["branchStatuses"] = bs
+	}
+	down := ""
+	for _, ch := range chs {
+		if !ch.Ready {
+			down = "channel " + ch.Name + ": " + ch.Reason
+			break
+		}
+	}
+	return []any{condition(old, ConditionChannelsReady, down == "", ReasonNotRunning, down),
+		condition(old, ConditionSubscriptionsReady, down == "", ReasonNotRunning, down), addressable}
 }
 
 // hasAddress reports whether objects of kind are Addressable.

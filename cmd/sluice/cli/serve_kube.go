@@ -54,7 +54,7 @@ func (k *kubeFlags) check(changed func(string) bool, configFile string) error {
 		return nil
 	}
 	if configFile != "" {
-		return errors.New("--kubernetes reads the objects from the API server: give it or --config, not both")
+		return errors.New("--kubernetes and --config: give one, not both: with --kubernetes every object is read from the API server (`kubectl apply -f` a file to add its objects there)")
 	}
 	for _, c := range k.classes {
 		if !slices.Contains(kube.Classes(), c) {

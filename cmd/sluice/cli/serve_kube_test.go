@@ -17,7 +17,7 @@ func TestKubeFlagsCheck(t *testing.T) {
 		{"off", nil, "", ""},
 		{"on", []string{"--kubernetes", "--kubeconfig", "k"}, "", ""},
 		{"mapped classes", []string{"--kubernetes", "--kubernetes-classes", "Sluice,MTChannelBasedBroker,Kafka"}, "", ""},
-		{"with --config", []string{"--kubernetes"}, "c.yaml", "give it or --config, not both"},
+		{"with --config", []string{"--kubernetes"}, "c.yaml", "--kubernetes and --config: give one, not both"},
 		{"kubeconfig alone", []string{"--kubeconfig", "k"}, "", "--kubeconfig is for --kubernetes"},
 		{"lease alone", []string{"--leader-election-lease-duration", "3s"}, "", "--leader-election-lease-duration is for --kubernetes"},
 		{"unknown class", []string{"--kubernetes", "--kubernetes-classes", "RabbitMQBroker"}, "", `--kubernetes-classes: "RabbitMQBroker" is not a broker class Sluice runs`},
