@@ -50,7 +50,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg = cfg
-	b.setRate(cfg.MaxRate)
+	b.gate.SetRate(cfg.MaxRate)
 	b.setDedup(cfg.DedupWindow)
 	// Closed once the index routes to the triggers started below: a catch-up (start-from,
 	// a re-created trigger) goes on up to then, so that nothing stored before is missed.
