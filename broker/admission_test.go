@@ -245,8 +245,8 @@ func TestAdmissionOptions(t *testing.T) {
 	}
 }
 
-// withAdmitWait, withRejectHold, withMaxBacklog and withMaxStoring set one field of the
-// server's overload.Options, keeping the others' defaults.
+// withAdmitWait, withRejectHold, withMaxBacklog, withMaxStoring and withFixedInFlight
+// set one field of the server's overload.Options, keeping the others' defaults.
 func withAdmitWait(d time.Duration) Option {
 	return func(o *options) { o.overload.AdmitWait = d }
 }
@@ -258,6 +258,10 @@ func withRejectHold(d time.Duration) Option {
 func withMaxBacklog(n int) Option { return func(o *options) { o.overload.MaxBacklog = n } }
 
 func withMaxStoring(n int) Option { return func(o *options) { o.overload.MaxStoring = n } }
+
+func withFixedInFlight(fixed bool) Option {
+	return func(o *options) { o.overload.FixedInFlight = fixed }
+}
 
 // backlogEvery is how often overload measures the backlog: a test waits twice that for
 // a fresh verdict.

@@ -31,7 +31,6 @@ type options struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
-	fixedInFlight   bool
 	overload        overload.Options // WithOverload
 	dedupEntries    int
 	logger          *slog.Logger
@@ -78,14 +77,10 @@ func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.pu
 // delivery.DefaultMaxInFlight.
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
-// WithFixedInFlight turns off the adaptive (AIMD) in-flight limit toward subscribers:
-// every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
-func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
-
 // WithOverload sets the overload control of ingress (package overload,
 // docs/overload.md): how long a request waits for room when its broker is full, how
-// long a refused connection is held, the backlog and storing bounds. Default
-// overload.DefaultOptions().
+// long a refused connection is held, the backlog and storing bounds, whether the
+// in-flight limit toward subscribers adapts. Default overload.DefaultOptions().
 func WithOverload(o overload.Options) Option { return func(opts *options) { opts.overload = o } }
 
 // WithDedupEntries bounds the (source, id) pairs the dedup window of one broker

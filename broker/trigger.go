@@ -211,7 +211,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithClient(b.srv.client),
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
-		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
+		delivery.WithAdaptive(!b.srv.opts.overload.FixedInFlight),
 		delivery.WithTracer(b.srv.opts.tracer),
 		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
 		delivery.WithTokenSource(b.srv.opts.tokens),

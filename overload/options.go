@@ -38,6 +38,10 @@ type Options struct {
 	// different cores may each take the last place, so the bound can be passed by a few.
 	// 0: no bound.
 	MaxStoring int
+	// FixedInFlight turns the adaptive (AIMD) in-flight limit of deliveries off
+	// (--fixed-in-flight): every trigger keeps its MaxInFlight attempts in flight
+	// whatever its subscriber answers (InFlight).
+	FixedInFlight bool
 }
 
 // DefaultOptions are sluice serve's defaults: requests wait DefaultAdmitWait for room,

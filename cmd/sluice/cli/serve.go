@@ -40,7 +40,6 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
-	fixedInFlight   bool
 	dedupEntries    int
 	reloadInterval  time.Duration
 	logLevel        string
@@ -53,7 +52,7 @@ type serveFlags struct {
 	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
 	dlq             dlqFlags           // --dlq-max-* (dlq.go)
 	kube            kubeFlags          // --kubernetes (serve_kube.go)
-	overload        overloadFlags      // --admit-wait, --reject-hold, --max-backlog, --max-storing (serve_overload.go)
+	overload        overloadFlags      // --admit-wait, --reject-hold, --max-backlog, --max-storing, --fixed-in-flight (serve_overload.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -97,7 +96,6 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
-	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
 	fl.IntVar(&f.dedupEntries, "dedup-max-entries", broker.DefaultDedupEntries, "(source, id) pairs the dedup window of one broker (sluice.dev/dedup-window) remembers; past it the oldest are forgotten early (docs/operations.md)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -216,7 +214,6 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithShutdownTimeout(f.shutdownTimeout),
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
-		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithTracer(obs.tracer),
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
 		broker.WithOverload(f.overload.opts), broker.WithDedupEntries(f.dedupEntries),
