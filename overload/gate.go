@@ -77,7 +77,7 @@ func (a *Admission) Done() {
 // read): answer 429, then Hold the connection for what is left of RejectHold. The
 // caller must call a.Done once the request is stored or failed to be.
 func (g *Gate) Admit(r *http.Request, n int64, now time.Time) (a Admission, waited, ok bool) {
-	if admitted, late := connTurnOf(r).enter(g, n); admitted {
+	if admitted, late := connTurnOf(r).enter(&g.q, n); admitted {
 		return Admission{g: g, n: n}, false, true
 	} else if g.q.busy() || !g.admits(n, now) {
 		// Full: wait for room before the body is read. A request whose connection
@@ -121,6 +121,37 @@ func (g *Gate) overBacklog(now time.Time) bool {
 	b.over.Store(over)
 	b.at.Store(now.UnixNano())
 	return over
+}
+
+// Reserves reports whether, once r is answered 202, its connection should wait for room
+// for its next request before reading it (Reserve): requests are waiting for room, the
+// connection has a turn (ConnContext), AdmitWait is above 0 and the server is not
+// draining.
+func (g *Gate) Reserves(r *http.Request) bool {
+	if g.c.opts.AdmitWait <= 0 || !g.q.busy() || g.c.draining.Load() {
+		return false
+	}
+	return connTurnOf(r) != nil
+}
+
+// Reserve flushes the answer written to w, then waits up to AdmitWait for room in g
+// for the next request of r's connection, assumed the size of r's. Room found is held
+// by the connection until that request enters (Admit) or the connection goes idle.
+// Call it only when Reserves said so, once r's own Admission is done.
+func (g *Gate) Reserve(w http.ResponseWriter, r *http.Request) {
+	t := connTurnOf(r)
+	if t == nil {
+		return
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return
+	}
+	n := max(r.ContentLength, 0)
+	admitted := g.q.wait(r.Context(), n, g.c.opts.AdmitWait, func() bool { return g.admits(n, time.Now()) })
+	if admitted {
+		t.q, t.n = &g.q, n
+	}
+	t.late = !admitted // AdmitWait ran out (or the server is closing)
 }
 
 // Waiting is the number of requests waiting for room now

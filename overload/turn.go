@@ -3,7 +3,6 @@ package overload
 import (
 	"context"
 	"net/http"
-	"time"
 )
 
 // Waiting for room before a connection's next request is read
@@ -24,9 +23,9 @@ import (
 // connTurn is a connection's room in a broker's admission queue, taken for its next
 // request. Used by the connection's goroutine only.
 type connTurn struct {
-	g    *Gate // the gate whose room is held; nil: none
-	n    int64 // bytes counted as pending for it
-	late bool  // the last wait for room ran out, the next request read since: it waits no more
+	q    *admitQueue // the queue (of a broker's Gate) whose room is held; nil: none
+	n    int64       // bytes counted as pending for it
+	late bool        // the last wait for room ran out, the next request read since: it waits no more
 }
 
 type connTurnKey struct{}
@@ -48,58 +47,27 @@ func connTurnOf(r *http.Request) *connTurn {
 // in the socket meanwhile, so it is not late either.
 func (t *connTurn) idle() {
 	t.late = false
-	if t.g != nil {
-		t.g.q.stored(t.n)
-		t.g = nil
+	if t.q != nil {
+		t.q.stored(t.n)
+		t.q = nil
 	}
 }
 
-// enter reports, for a request of n bytes to g, whether it comes in on room its
-// connection holds for g (then the room is the request's, its bytes counted as pending
-// until its Admission is done), and whether its connection waited out AdmitWait for it
-// before reading it (then it waits no more). Room held for another gate is given back.
-// Both false on a connection without a turn (t nil).
-func (t *connTurn) enter(g *Gate, n int64) (admitted, late bool) {
+// enter reports, for a request of n bytes to the broker of q, whether it comes in on
+// room its connection holds in q (then the room is the request's, its bytes counted as
+// pending until its Admission is done), and whether its connection waited out AdmitWait
+// for it before reading it (then it waits no more). Room held in another queue is given
+// back. Both false on a connection without a turn (t nil).
+func (t *connTurn) enter(q *admitQueue, n int64) (admitted, late bool) {
 	if t == nil {
 		return false, false
 	}
 	late, t.late = t.late, false
-	if t.g != g {
+	if t.q != q {
 		t.idle()
 		return false, late
 	}
-	g.q.pending.Add(n - t.n)
-	t.g = nil
+	q.pending.Add(n - t.n)
+	t.q = nil
 	return true, late
-}
-
-// Reserves reports whether, once r is answered 202, its connection should wait for room
-// for its next request before reading it (Reserve): requests are waiting for room, the
-// connection has a turn (ConnContext), AdmitWait is above 0 and the server is not
-// draining.
-func (g *Gate) Reserves(r *http.Request) bool {
-	if g.c.opts.AdmitWait <= 0 || !g.q.busy() || g.c.draining.Load() {
-		return false
-	}
-	return connTurnOf(r) != nil
-}
-
-// Reserve flushes the answer written to w, then waits up to AdmitWait for room in g
-// for the next request of r's connection, assumed the size of r's. Room found is held
-// by the connection until that request enters (Admit) or the connection goes idle.
-// Call it only when Reserves said so, once r's own Admission is done.
-func (g *Gate) Reserve(w http.ResponseWriter, r *http.Request) {
-	t := connTurnOf(r)
-	if t == nil {
-		return
-	}
-	if err := http.NewResponseController(w).Flush(); err != nil {
-		return
-	}
-	n := max(r.ContentLength, 0)
-	admitted := g.q.wait(r.Context(), n, g.c.opts.AdmitWait, func() bool { return g.admits(n, time.Now()) })
-	if admitted {
-		t.g, t.n = g, n
-	}
-	t.late = !admitted // AdmitWait ran out (or the server is closing)
 }

@@ -42,15 +42,15 @@ func TestConnTurnEnter(t *testing.T) {
 			turn := &connTurn{late: tc.wasLate}
 			if tc.held != nil {
 				tc.held.q.pending.Store(100)
-				turn.g, turn.n = tc.held, 100
+				turn.q, turn.n = &tc.held.q, 100
 			}
-			if took, late := turn.enter(tc.to, tc.n); took != tc.took || late != tc.late {
+			if took, late := turn.enter(&tc.to.q, tc.n); took != tc.took || late != tc.late {
 				t.Fatalf("enter: %v, late %v; want %v, late %v", took, late, tc.took, tc.late)
 			}
-			if p := a.q.pending.Load(); p != tc.pendA || turn.g != nil {
-				t.Fatalf("after enter: pending %d (want %d), still held %v", p, tc.pendA, turn.g != nil)
+			if p := a.q.pending.Load(); p != tc.pendA || turn.q != nil {
+				t.Fatalf("after enter: pending %d (want %d), still held %v", p, tc.pendA, turn.q != nil)
 			}
-			if _, late := turn.enter(tc.to, tc.n); late {
+			if _, late := turn.enter(&tc.to.q, tc.n); late {
 				t.Fatal("a second request is late too")
 			}
 			turn.idle() // nothing held any more: changes nothing
@@ -60,7 +60,7 @@ func TestConnTurnEnter(t *testing.T) {
 		})
 	}
 	var none *connTurn
-	if took, late := none.enter(a, 10); took || late {
+	if took, late := none.enter(&a.q, 10); took || late {
 		t.Errorf("no turn: %v, late %v; want neither", took, late)
 	}
 }
