@@ -82,7 +82,7 @@ func gatedSubscriber(t *testing.T) (url string, delivered *atomic.Int64, release
 	return sub.URL, delivered, release
 }
 
-// TestRejectHoldsConnection checks rule 2 of admission.go over a real connection: a 429
+// TestRejectHoldsConnection checks the hold after a 429 (overload.Control.Hold) over a real connection: a 429
 // arrives whole at once, with Retry-After, and the next request on the same connection
 // is read only after the hold; with the hold off it is read at once. The hold is long
 // (10 s) so that "at once" (under half of it) is a bound on a hang, not on the machine's

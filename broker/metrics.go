@@ -74,7 +74,7 @@ func (m *Metrics) forBroker(key string) brokerMetrics {
 
 // queueCollector reports, at scrape time, each trigger's queue depth and each broker's
 // admission state: the requests waiting for room and those let in and not yet stored
-// (what WithMaxStoring bounds). The memory channels' byte budget is reported by
+// (what overload.Options.MaxStoring, --max-storing, bounds). The memory channels' byte budget is reported by
 // channel/registry, which owns it.
 type queueCollector struct {
 	s                       *Server
