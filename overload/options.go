@@ -30,13 +30,19 @@ type Options struct {
 	RejectHold time.Duration
 	// MaxBacklog is the events any one trigger of a broker may have stored and not yet
 	// settled before ingress refuses the broker's requests (--max-backlog), on every
-	// channel. 0: no bound.
+	// channel (a memory channel is bounded by its byte budget as well). It keeps a
+	// durable channel's ingress from taking the CPU its delivery needs
+	// (docs/decisions/0007-backlog-bound.md). 0: no bound.
 	MaxBacklog int
 	// MaxStoring is the requests one broker may store at once: let in and not yet stored
 	// in its channel, a durable channel's acknowledgement included (--max-storing). More
 	// wait for room as when the broker is full. Requests checked at the same moment on
 	// different cores may each take the last place, so the bound can be passed by a few.
-	// 0: no bound.
+	// It keeps publishes awaiting an embedded JetStream's acknowledgement from taking the
+	// CPU delivery needs; a channel whose acknowledgements take milliseconds (Kafka)
+	// needs hundreds in flight, and too low a bound caps its ingress
+	// (docs/decisions/0008-max-storing.md). The gauge sluice_ingress_storing_requests
+	// shows the count per broker. 0: no bound.
 	MaxStoring int
 	// FixedInFlight turns the adaptive (AIMD) in-flight limit of deliveries off
 	// (--fixed-in-flight): every trigger keeps its MaxInFlight attempts in flight
