@@ -37,6 +37,10 @@ func (b *Broker) Backlogged(limit int) bool {
 	return false
 }
 
+// retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
+// rates Sluice runs, so clients come back soon.
+const retryAfterFull = "1"
+
 // rejectFull answers 429 with Retry-After, flushes it whole, and holds the connection
 // (overload.Control.Hold), less what the request waited already, before returning.
 func (s *Server) rejectFull(w http.ResponseWriter, r *http.Request, b *Broker, reason string, waited time.Duration) {

@@ -22,10 +22,6 @@ import (
 //	POST /triggers/<ns>/<name>/pause|resume, GET /triggers/<ns>/<name>  (TriggersPath)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-// retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
-// rates Sluice runs, so clients come back soon.
-const retryAfterFull = "1"
-
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/healthz":
