@@ -82,7 +82,7 @@ func gatedSubscriber(t *testing.T) (url string, delivered *atomic.Int64, release
 	return sub.URL, delivered, release
 }
 
-// TestRejectHoldsConnection checks rule 2 of admission.go over a real connection: a 429
+// TestRejectHoldsConnection checks the hold after a 429 (overload.Control.Hold) over a real connection: a 429
 // arrives whole at once, with Retry-After, and the next request on the same connection
 // is read only after the hold; with the hold off it is read at once. The hold is long
 // (10 s) so that "at once" (under half of it) is a bound on a hang, not on the machine's
@@ -96,7 +96,7 @@ func TestRejectHoldsConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sub, _, release := gatedSubscriber(t) // the filler stays queued
 			defer release()
-			conn, br := dialBroker(t, sub, WithRejectHold(tc.hold), WithAdmitWait(0))
+			conn, br := dialBroker(t, sub, withRejectHold(tc.hold), withAdmitWait(0))
 			big := strings.Repeat("x", 700) // with the filler, more than the budget holds
 
 			if resp, _ := rawPost(t, conn, br, "filler", strings.Repeat("x", 100)); resp.StatusCode != http.StatusAccepted {
@@ -130,7 +130,7 @@ func TestMaxBacklog(t *testing.T) {
 	const bound = 3
 	sub, delivered, release := gatedSubscriber(t)
 	defer release() // before the broker's cleanup shuts it down
-	s := newTestServer(t, nil, WithMaxBacklog(bound), WithRejectHold(0))
+	s := newTestServer(t, nil, withMaxBacklog(bound), withRejectHold(0))
 	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub))); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestMaxBacklogFollowsApply(t *testing.T) {
 	defer release() // before the broker's cleanup shuts it down
 	fast := newSubscriber(t)
 	defer fast.Close()
-	s := newTestServer(t, nil, WithMaxBacklog(bound), WithRejectHold(0), WithAdmitWait(0))
+	s := newTestServer(t, nil, withMaxBacklog(bound), withRejectHold(0), withAdmitWait(0))
 	h := s.Handler()
 	apply := func(yaml string) {
 		t.Helper()
@@ -225,23 +225,47 @@ func TestMaxBacklogFollowsApply(t *testing.T) {
 	}
 }
 
-// TestAdmissionOptions checks that the constructor names a bad admission option.
+// TestAdmissionOptions checks that the constructor names a bad overload option (the
+// options' own checks are overload's TestOptionsValidate).
 func TestAdmissionOptions(t *testing.T) {
 	for _, tc := range []struct {
 		opt  Option
 		want string
 	}{
-		{WithMaxBacklog(-1), "WithMaxBacklog"},
-		{WithMaxStoring(-1), "WithMaxStoring"},
-		{WithRejectHold(-time.Second), "WithRejectHold"},
-		{WithRejectHold(time.Minute), "WithRejectHold"},
+		{withMaxBacklog(-1), "MaxBacklog (--max-backlog)"},
+		{withMaxStoring(-1), "MaxStoring (--max-storing)"},
+		{withRejectHold(-time.Second), "RejectHold (--reject-hold)"},
+		{withRejectHold(time.Minute), "RejectHold (--reject-hold)"},
+		{withAdmitWait(time.Minute), "AdmitWait (--admit-wait)"},
 	} {
 		_, err := NewServer(WithChannelOpener(memoryOpener(memory.NewBudget(1024))), tc.opt)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("got %v, want an error naming %s", err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), "WithOverload") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error naming WithOverload and %s", err, tc.want)
 		}
 	}
 }
+
+// withAdmitWait, withRejectHold, withMaxBacklog, withMaxStoring and withFixedInFlight
+// set one field of the server's overload.Options, keeping the others' defaults.
+func withAdmitWait(d time.Duration) Option {
+	return func(o *options) { o.overload.AdmitWait = d }
+}
+
+func withRejectHold(d time.Duration) Option {
+	return func(o *options) { o.overload.RejectHold = d }
+}
+
+func withMaxBacklog(n int) Option { return func(o *options) { o.overload.MaxBacklog = n } }
+
+func withMaxStoring(n int) Option { return func(o *options) { o.overload.MaxStoring = n } }
+
+func withFixedInFlight(fixed bool) Option {
+	return func(o *options) { o.overload.FixedInFlight = fixed }
+}
+
+// backlogEvery is how often overload measures the backlog: a test waits twice that for
+// a fresh verdict.
+const backlogEvery = time.Millisecond
 
 // TestBatchAnnotationDelivers: a Trigger annotated sluice.dev/delivery-batch delivers
 // through the broker as batches of structured events.
@@ -321,7 +345,7 @@ func TestAdmitWait(t *testing.T) {
 			defer sub.Close()
 			defer free()                         // before Close, which waits for the subscriber's answers
 			const hold = 1400 * time.Millisecond // 1 s left after the "no room" wait: held ½ to 1 s
-			conn, br := dialBroker(t, sub.URL, WithAdmitWait(tc.wait), WithRejectHold(hold))
+			conn, br := dialBroker(t, sub.URL, withAdmitWait(tc.wait), withRejectHold(hold))
 			body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
 			if resp, _ := rawPost(t, conn, br, "first", body); resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("first: %d", resp.StatusCode)
@@ -388,7 +412,7 @@ sluice_ingress_storing_requests{broker="ns/b"} %d
 sluice_ingress_waiting_requests{broker="ns/b"} %d
 `
 
-// TestMaxStoring: with WithMaxStoring(1) a request that arrives while another is being
+// TestMaxStoring: with withMaxStoring(1) a request that arrives while another is being
 // stored waits for it before it is stored (or, with the wait off, is refused 429 at
 // once); without a bound both are stored at once. While the first is stored the gauges
 // show the requests storing and waiting; every count is given back after.
@@ -418,8 +442,8 @@ func TestMaxStoring(t *testing.T) {
 				return g, nil
 			}
 			reg := prometheus.NewRegistry()
-			s := newTestServer(t, nil, WithChannelOpener(opener), WithMaxStoring(tc.maxStoring),
-				WithAdmitWait(tc.admitWait), WithRejectHold(0), WithRegisterer(reg))
+			s := newTestServer(t, nil, WithChannelOpener(opener), withMaxStoring(tc.maxStoring),
+				withAdmitWait(tc.admitWait), withRejectHold(0), WithRegisterer(reg))
 			sub := newSubscriber(t)
 			defer sub.Close()
 			if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("all", "t", sub.URL))); err != nil {
@@ -442,7 +466,7 @@ func TestMaxStoring(t *testing.T) {
 			select {
 			case <-g.entered:
 				if !tc.concurrent {
-					t.Fatalf("the second request is stored while the first is, with WithMaxStoring(%d)", tc.maxStoring)
+					t.Fatalf("the second request is stored while the first is, with withMaxStoring(%d)", tc.maxStoring)
 				}
 			case early = <-second:
 				if tc.second != http.StatusTooManyRequests {
@@ -471,7 +495,7 @@ func TestMaxStoring(t *testing.T) {
 			if early.Code == http.StatusTooManyRequests && early.Header().Get("Retry-After") == "" {
 				t.Error("429 without Retry-After")
 			}
-			if n := s.lookup("ns/b").admitq.inflight.Load(); n != 0 {
+			if n := s.lookup("ns/b").gate.Storing(); n != 0 {
 				t.Errorf("%d requests still counted as storing after both were answered", n)
 			}
 		})
@@ -493,7 +517,7 @@ func TestNeverFitsIs413(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sub, _, release := gatedSubscriber(t)
 			defer release()
-			conn, br := dialBroker(t, sub, WithMaxEventBytes(512), WithAdmitWait(0), WithRejectHold(0))
+			conn, br := dialBroker(t, sub, WithMaxEventBytes(512), withAdmitWait(0), withRejectHold(0))
 			if resp, _ := rawPost(t, conn, br, "filler", strings.Repeat("x", 100)); resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("the filler: %d", resp.StatusCode)
 			}

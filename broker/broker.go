@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/event"
 	"github.com/sluice-broker/sluice/internal/ratelog"
+	"github.com/sluice-broker/sluice/overload"
 )
 
 // Broker is one addressable broker or channel (`/<namespace>/<name>`): its channel, the
@@ -42,10 +43,8 @@ type Broker struct {
 	srv     *Server
 	pubWait time.Duration // publish timeout; 0 on a memory channel, which never blocks
 	m       brokerMetrics
-	rate    atomic.Pointer[rateLimit]   // sluice.dev/max-rate; nil: none (fairshare.go)
 	dedup   atomic.Pointer[dedupWindow] // sluice.dev/dedup-window; nil: off (dedup.go)
-	backlog backlogGate                 // the backlog bound's cached verdict (admission.go)
-	admitq  admitQueue                  // requests waiting for room (admitqueue.go)
+	gate    *overload.Gate              // admission under overload, sluice.dev/max-rate (package overload; fairshare.go)
 	health  storeHealth                 // whether the channel can store now (health.go)
 	dl      dlqState                    // the dead-letter store and its redrives (dlq.go)
 	ps      pauseState                  // the triggers' API pauses (pausestate.go)
@@ -58,7 +57,7 @@ type Broker struct {
 	triggers map[string]*trigger
 	leaving  map[string]*leaving // triggers a reload removed, until their retirement ends (trigger.go)
 	// live is triggers as apply left them, sorted by key: the backlog verdict reads it on
-	// the ingress path every millisecond, without b.mu, a copy or a sort (admission.go).
+	// the ingress path every millisecond, without b.mu, a copy or a sort (Backlogged).
 	live atomic.Pointer[[]*trigger]
 }
 

@@ -177,7 +177,7 @@ func TestCapsReload(t *testing.T) {
 	const events = 12
 	sub := newHeldSubscriber(t)
 	var received atomic.Int64
-	s := newCountingServer(t, &received, WithFixedInFlight(true))
+	s := newCountingServer(t, &received, withFixedInFlight(true))
 	apply := func(ann string) {
 		t.Helper()
 		if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+cappedTriggerDoc("all", sub.url, ann))); err != nil {

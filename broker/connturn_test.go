@@ -17,57 +17,6 @@ import (
 	"github.com/sluice-broker/sluice/internal/sluicetest"
 )
 
-// TestConnTurnEnter: a request comes in on room its connection holds for its broker,
-// counted at its own size; room held for another broker is given back, as is room a
-// connection holds when it goes idle; a connection that waited in vain makes its next
-// request late, once; a connection without a turn lets nothing in.
-func TestConnTurnEnter(t *testing.T) {
-	var a, b Broker
-	tests := []struct {
-		name        string
-		held        *Broker
-		wasLate     bool
-		to          *Broker
-		n           int64
-		took        bool
-		late        bool
-		pendA       int64
-		idleGivesTo int64 // pending of a after idle()
-	}{
-		{"same broker", &a, false, &a, 300, true, false, 300, 300},
-		{"other broker", &a, false, &b, 300, false, false, 0, 0},
-		{"none held", nil, false, &a, 300, false, false, 0, 0},
-		{"none held, late", nil, true, &a, 300, false, true, 0, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			a.admitq.pending.Store(0)
-			turn := &connTurn{late: tc.wasLate}
-			if tc.held != nil {
-				tc.held.admitq.pending.Store(100)
-				turn.b, turn.n = tc.held, 100
-			}
-			if took, late := turn.enter(tc.to, tc.n); took != tc.took || late != tc.late {
-				t.Fatalf("enter: %v, late %v; want %v, late %v", took, late, tc.took, tc.late)
-			}
-			if p := a.admitq.pending.Load(); p != tc.pendA || turn.b != nil {
-				t.Fatalf("after enter: pending %d (want %d), still held %v", p, tc.pendA, turn.b != nil)
-			}
-			if _, late := turn.enter(tc.to, tc.n); late {
-				t.Fatal("a second request is late too")
-			}
-			turn.idle() // nothing held any more: changes nothing
-			if p := a.admitq.pending.Load(); p != tc.idleGivesTo {
-				t.Fatalf("after idle: pending %d, want %d", p, tc.idleGivesTo)
-			}
-		})
-	}
-	var none *connTurn
-	if took, late := none.enter(&a, 10); took || late {
-		t.Errorf("no turn: %v, late %v; want neither", took, late)
-	}
-}
-
 // TestConnTurnOverLean: over the lean path under overload (a memory broker whose budget
 // holds one event), connections answered 202 while others wait take room for their next
 // request before reading it; a connection that then sends nothing gives its room back,
@@ -75,7 +24,7 @@ func TestConnTurnEnter(t *testing.T) {
 func TestConnTurnOverLean(t *testing.T) {
 	sub, delivered, release := gatedSubscriber(t)
 	defer release() // before the broker's cleanup shuts it down
-	s, addr := serveLean(t, sub, WithAdmitWait(5*time.Second))
+	s, addr := serveLean(t, sub, withAdmitWait(5*time.Second))
 	dial := func() (net.Conn, *bufio.Reader) { return dialTo(t, addr) }
 	body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
 	ca, bra := dial()
@@ -151,9 +100,9 @@ func dialTo(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 func waitQueued(t *testing.T, s *Server, n int) {
 	t.Helper()
 	b := s.lookup("ns/b")
-	for deadline := time.Now().Add(30 * time.Second); b.admitq.n.Load() < int64(n); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); b.gate.Waiting() < int64(n); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d waiting, want %d", b.admitq.n.Load(), n)
+			t.Fatalf("%d waiting, want %d", b.gate.Waiting(), n)
 		}
 	}
 }
@@ -175,7 +124,7 @@ func TestConnTurnLate(t *testing.T) {
 			tokens <- struct{}{}
 		}
 	}()
-	s, addr := serveLean(t, sub.URL, WithAdmitWait(wait))
+	s, addr := serveLean(t, sub.URL, withAdmitWait(wait))
 	dial := func() (net.Conn, *bufio.Reader) { return dialTo(t, addr) }
 	body := `"` + strings.Repeat("x", 600) + `"` // two do not fit the budget
 	ca, bra := dial()

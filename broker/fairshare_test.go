@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/memory"
 	"github.com/sluice-broker/sluice/config"
+	"github.com/sluice-broker/sluice/overload"
 )
 
 // shareOpener opens memory channels drawing on a share of root per namespace, as
@@ -240,11 +241,16 @@ func TestBatchOverRateIs413(t *testing.T) {
 // error naming the broker and its rate and wrapping the limiter's own.
 func TestReplyRateError(t *testing.T) {
 	b := &Broker{key: "ns/b"}
-	b.setRate(0.001) // one token per 1000 s, the bucket holding one
+	ctl, err := overload.New(overload.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.gate = ctl.Gate(b)
+	b.gate.SetRate(0.001) // one token per 1000 s, the bucket holding one
 	if err := b.replyRate(context.Background()); err != nil {
 		t.Fatalf("first reply: %v, want the bucket's token", err)
 	}
-	err := b.replyRate(context.Background())
+	err = b.replyRate(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "rate limit of /ns/b (0.001 events/s") || errors.Unwrap(err) == nil ||
 		!strings.Contains(errors.Unwrap(err).Error(), "rate: Wait") {
 		t.Fatalf("second reply: %v, want the broker's rate named and the limiter's error wrapped", err)

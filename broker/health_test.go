@@ -139,7 +139,7 @@ func TestStoreHealth(t *testing.T) {
 			}
 			var clock testClock
 			s, err := NewServer(WithChannelOpener(func(context.Context, config.Broker) (channel.Channel, error) { return ch, nil }),
-				WithLogger(discardLogger()), WithRejectHold(0), WithPublishTimeout(20*time.Millisecond),
+				WithLogger(discardLogger()), withRejectHold(0), WithPublishTimeout(20*time.Millisecond),
 				withCheckEvery(0), withClock(clock.now))
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/event"
+	"github.com/sluice-broker/sluice/overload"
 )
 
 // Handler returns the HTTP handler of the ingress and the health probes:
@@ -20,10 +21,6 @@ import (
 //	GET  /status                every object of the configuration, ready or not (JSON)
 //	POST /triggers/<ns>/<name>/pause|resume, GET /triggers/<ns>/<name>  (TriggersPath)
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
-
-// retryAfterFull is the Retry-After of a 429: queues drain in well under a second at the
-// rates Sluice runs, so clients come back soon.
-const retryAfterFull = "1"
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
@@ -81,15 +78,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.authorizer != nil && !s.authorize(w, r, b, &authz) {
 		return
 	}
-	// pending is what the request counts against the broker's room while it is stored
-	// (admitqueue.go), given back once it is (or fails to be); -1: nothing (the request
-	// was not let in). Every request let in counts as storing (WithMaxStoring) until then.
-	pending := int64(-1)
-	defer func() {
-		if pending >= 0 {
-			b.admitq.stored(pending)
-		}
-	}()
+	// What the request counts against the broker's room while it is stored (package
+	// overload), given back once it is (or fails to be); nothing for a request not let in.
+	var adm overload.Admission
+	defer adm.Done()
 	n := max(r.ContentLength, 0)
 	// A body that could never be taken is refused before any wait for room: a 429 would
 	// have its client retry forever.
@@ -99,24 +91,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// The request's one read of the wall clock: admission's backlog check, the ingress
 	// latency and the knativearrivaltime stamp share it (time.Now costs two clock reads).
 	start := time.Now()
-	// On the lean path, the room its connection may have waited for (connturn.go).
-	if admitted, late := connTurnOf(r).enter(b, n); admitted {
-		pending = n
-	} else if b.admitq.busy() || !s.admits(b, r.ContentLength, start) {
-		// Full: wait for room before reading the body (admitqueue.go); if none comes,
-		// refuse, the cheapest answer an overload can get, and hold the connection
-		// (admission.go). A request whose connection waited out AdmitWait before it
-		// was read waits no more.
-		if late || s.opts.admitWait <= 0 || !b.admitq.wait(r.Context(), n, s.opts.admitWait, func() bool { return s.admits(b, r.ContentLength, time.Now()) }) {
-			// A request that waited has held its connection for AdmitWait already.
-			s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.admitWait)
-			return
-		}
-		pending = n
+	// Full: wait for room before reading the body; if none comes, refuse, the cheapest
+	// answer an overload can get, and hold the connection.
+	adm, waited, ok := b.gate.Admit(r, n, start)
+	if !ok {
+		// A request that waited has held its connection for AdmitWait already.
+		s.rejectFull(w, r, b, "the broker holds as much as it may", s.opts.overload.AdmitWait)
+		return
+	}
+	if waited {
 		start = time.Now() // the wait for room is not the request's latency
-	} else {
-		b.admitq.let() // room found at once: counted as storing only (WithMaxStoring)
-		pending = 0
 	}
 	evs, err := event.ReadRequest(r, s.opts.maxEventBytes)
 	if err != nil {
@@ -206,17 +190,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		b.m.unmatched.Add(float64(unmatched))
 	}
 	b.m.latency.Observe(time.Since(start).Seconds())
-	if t := s.reserves(r, b); t != nil {
-		// The 202 is flushed before the wait: complete, so that the client sends its next
-		// request, which waits in the socket meanwhile. This request's room is given
-		// back first: it is stored.
-		if pending >= 0 {
-			b.admitq.stored(pending)
-			pending = -1
-		}
+	if b.gate.Reserves(r) {
+		// The 202 is flushed before the wait for room for the connection's next request:
+		// complete, so that the client sends it, and it waits in the socket meanwhile.
+		// This request's room is given back first: it is stored.
+		adm.Done()
 		w.Header()["Content-Length"] = zeroLength
 		w.WriteHeader(http.StatusAccepted)
-		s.reserve(w, r, b, t)
+		b.gate.Reserve(w, r)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -272,7 +272,7 @@ func TestRefusalTellsTheReasonNotTheBackend(t *testing.T) {
 			open := func(context.Context, config.Broker) (channel.Channel, error) {
 				return &failingChannel{Channel: memory.New(), err: tt.err}, nil
 			}
-			s, err := NewServer(WithChannelOpener(open), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithRejectHold(0))
+			s, err := NewServer(WithChannelOpener(open), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), withRejectHold(0))
 			if err != nil {
 				t.Fatal(err)
 			}

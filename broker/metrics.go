@@ -74,7 +74,7 @@ func (m *Metrics) forBroker(key string) brokerMetrics {
 
 // queueCollector reports, at scrape time, each trigger's queue depth and each broker's
 // admission state: the requests waiting for room and those let in and not yet stored
-// (what WithMaxStoring bounds). The memory channels' byte budget is reported by
+// (what overload.Options.MaxStoring, --max-storing, bounds). The memory channels' byte budget is reported by
 // channel/registry, which owns it.
 type queueCollector struct {
 	s                       *Server
@@ -105,8 +105,8 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range c.s.snapshot() {
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(b.admitq.n.Load()), b.key)
-		ch <- prometheus.MustNewConstMetric(c.storing, prometheus.GaugeValue, float64(b.admitq.inflight.Load()), b.key)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(b.gate.Waiting()), b.key)
+		ch <- prometheus.MustNewConstMetric(c.storing, prometheus.GaugeValue, float64(b.gate.Storing()), b.key)
 		if w := b.dedup.Load(); w != nil {
 			ch <- prometheus.MustNewConstMetric(c.dedup, prometheus.GaugeValue, float64(w.len()), b.key)
 		}

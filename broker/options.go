@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-broker/sluice/config"
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/dlq"
+	"github.com/sluice-broker/sluice/overload"
 )
 
 // ChannelOpener opens the channel of one broker: b.Channel names its backend
@@ -30,11 +31,7 @@ type options struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
-	fixedInFlight   bool
-	maxBacklog      int
-	rejectHold      time.Duration
-	admitWait       time.Duration
-	maxStoring      int
+	overload        overload.Options // WithOverload
 	dedupEntries    int
 	logger          *slog.Logger
 	registry        prometheus.Registerer
@@ -59,8 +56,6 @@ const (
 	DefaultMaxEventBytes   = 1 << 20
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultPublishTimeout  = 5 * time.Second
-	DefaultRejectHold      = 250 * time.Millisecond
-	DefaultAdmitWait       = 400 * time.Millisecond
 )
 
 // WithChannelOpener sets how brokers' channels are opened. Required.
@@ -82,43 +77,11 @@ func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.pu
 // delivery.DefaultMaxInFlight.
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
-// WithFixedInFlight turns off the adaptive (AIMD) in-flight limit toward subscribers:
-// every trigger keeps MaxInFlight attempts in flight whatever the subscriber answers.
-func WithFixedInFlight(fixed bool) Option { return func(o *options) { o.fixedInFlight = fixed } }
-
-// WithMaxBacklog bounds the events stored and not yet settled for any one trigger of a
-// broker: while a trigger has more, ingress answers 429 before reading the body, on
-// every channel (a memory channel is bounded by its byte budget as well). It keeps a
-// durable channel's ingress from taking the CPU its delivery needs when events arrive
-// faster than they are delivered (docs/overload.md). Default 0: no bound.
-func WithMaxBacklog(n int) Option { return func(o *options) { o.maxBacklog = n } }
-
-// WithRejectHold sets how long ingress holds an HTTP/1.1 connection after answering it
-// 429 before reading its next request (jittered between ½ and 1×): the client is pushed
-// back through TCP instead of the broker's CPU going to refusals (docs/overload.md). 0
-// turns the hold off. Default DefaultRejectHold (250 ms).
-func WithRejectHold(d time.Duration) Option { return func(o *options) { o.rejectHold = d } }
-
-// WithAdmitWait sets how long a request that finds its broker full waits, before its
-// body is read and in arrival order, for room before it is answered 429: under overload
-// the client is pushed back through TCP and most requests are taken a little later
-// instead of refused (docs/overload.md). A request refused after waiting holds its
-// connection only for what is left of RejectHold. 0 refuses at once. Default
-// DefaultAdmitWait (400 ms).
-func WithAdmitWait(d time.Duration) Option { return func(o *options) { o.admitWait = d } }
-
-// WithMaxStoring bounds the requests one broker stores at once: let in and not yet
-// stored in its channel (a durable channel's acknowledgement included). More wait in the
-// admission queue, before their bodies are read, as when the broker is full
-// (WithAdmitWait). Requests checked at the same moment on different cores may each take
-// the last place, so the bound can be passed by a few. Over 2,048 connections an
-// embedded JetStream's ingress otherwise has about as many publishes awaiting
-// acknowledgement, whose goroutines, heap and wake-ups take CPU that delivery needs:
-// bounded, it delivered more under overload (docs/decisions/0008-max-storing.md). A
-// channel whose acknowledgements take milliseconds (Kafka) needs hundreds in flight to
-// keep up: too low a bound caps its ingress. Default 0:
-// no bound. The gauge sluice_ingress_storing_requests shows the count per broker.
-func WithMaxStoring(n int) Option { return func(o *options) { o.maxStoring = n } }
+// WithOverload sets the overload control of ingress (package overload,
+// docs/overload.md): how long a request waits for room when its broker is full, how
+// long a refused connection is held, the backlog and storing bounds, whether the
+// in-flight limit toward subscribers adapts. Default overload.DefaultOptions().
+func WithOverload(o overload.Options) Option { return func(opts *options) { opts.overload = o } }
 
 // WithDedupEntries bounds the (source, id) pairs the dedup window of one broker
 // (sluice.dev/dedup-window) remembers: past it, each pair accepted forgets the oldest
@@ -152,8 +115,7 @@ func defaultOptions() options {
 		shutdownTimeout: DefaultShutdownTimeout,
 		publishTimeout:  DefaultPublishTimeout,
 		maxInFlight:     delivery.DefaultMaxInFlight,
-		rejectHold:      DefaultRejectHold,
-		admitWait:       DefaultAdmitWait,
+		overload:        overload.DefaultOptions(),
 		dedupEntries:    DefaultDedupEntries,
 		logger:          slog.Default(),
 		checkEvery:      defaultCheckEvery,
@@ -181,16 +143,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("broker: WithPublishTimeout(%v): want > 0", o.publishTimeout)
 	case o.maxInFlight < 1:
 		return fmt.Errorf("broker: WithMaxInFlight(%d): want at least 1", o.maxInFlight)
-	case o.maxBacklog < 0:
-		return fmt.Errorf("broker: WithMaxBacklog(%d): want 0 (no bound) or more", o.maxBacklog)
-	case o.maxStoring < 0:
-		return fmt.Errorf("broker: WithMaxStoring(%d): want 0 (no bound) or more", o.maxStoring)
+	case o.overload.Validate() != nil:
+		return fmt.Errorf("broker: WithOverload: %w", o.overload.Validate())
 	case o.dedupEntries < 1:
 		return fmt.Errorf("broker: WithDedupEntries(%d): want at least 1", o.dedupEntries)
-	case o.rejectHold < 0 || o.rejectHold > 10*time.Second:
-		return fmt.Errorf("broker: WithRejectHold(%v): want 0 (off) up to 10s", o.rejectHold)
-	case o.admitWait < 0 || o.admitWait > 10*time.Second:
-		return fmt.Errorf("broker: WithAdmitWait(%v): want 0 (refuse at once) up to 10s", o.admitWait)
 	case o.dlqSet && o.dlq.MaxEntries != 0 && o.dlq.Validate() != nil:
 		return fmt.Errorf("broker: WithDLQ: %w", o.dlq.Validate())
 	case o.logger == nil:

@@ -188,7 +188,7 @@ func TestPauseNeedsOpsToken(t *testing.T) {
 // is delivered, once.
 func TestPausedMemoryBudget(t *testing.T) {
 	sub, n := countingSubscriber(t)
-	s := newTestServer(t, memory.NewBudget(64<<10), WithAdmitWait(0), WithRejectHold(0))
+	s := newTestServer(t, memory.NewBudget(64<<10), withAdmitWait(0), withRejectHold(0))
 	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+pausedTriggerDoc("all", sub.URL))); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-broker/sluice/delivery"
 	"github.com/sluice-broker/sluice/dlq"
 	"github.com/sluice-broker/sluice/internal/ratelog"
+	"github.com/sluice-broker/sluice/overload"
 )
 
 // ErrShutdown is returned by Apply once Shutdown has begun.
@@ -34,11 +35,11 @@ type Server struct {
 	client          *http.Client
 	metrics         *Metrics
 	deliveryMetrics *delivery.Metrics
+	ovl             *overload.Control // overload control: each broker's Gate, the holds after a 429
 
 	brokers  atomic.Pointer[map[string]*Broker]
 	ingestMu sync.RWMutex // held for reading while a request stores events
 	draining atomic.Bool
-	held     atomic.Int64 // connections held after a 429 (admission.go)
 	ready    atomic.Bool
 	arrival  arrivalClock            // knativearrivaltime stamps
 	applied  atomic.Pointer[applied] // what Status reports
@@ -74,6 +75,12 @@ func NewServer(opts ...Option) (*Server, error) {
 		metrics: NewMetrics(o.registry), deliveryMetrics: delivery.NewMetrics(o.registry),
 	}
 	s.life, s.end = context.WithCancel(context.Background())
+	ovl, err := overload.New(o.overload, s.life.Done())
+	if err != nil {
+		s.end()
+		return nil, fmt.Errorf("broker: WithOverload: %w", err)
+	}
+	s.ovl = ovl
 	o.registry.MustRegister(newQueueCollector(s))
 	s.dlqm = newDLQMetrics(o.registry)
 	if lim, on := o.dlqLimits(); on {
@@ -197,6 +204,7 @@ func (s *Server) Shutdown(ctx context.Context) int {
 	}
 	s.closed = true
 	s.draining.Store(true)
+	s.ovl.Drain() // no more holds after a 429, nor waits for a connection's turn
 	s.ready.Store(false)
 	// Taking the write lock waits out every request that is storing events now.
 	s.ingestMu.Lock()
@@ -239,7 +247,7 @@ func newBroker(s *Server, bc config.Broker, ch channel.Channel) *Broker {
 		b.chName = "the " + bc.Channel + " channel"
 	}
 	b.refused = ratelog.New(s.log.With("broker", b.key))
-	b.backlog.limit = s.opts.maxBacklog
+	b.gate = s.ovl.Gate(b)
 	if b.durable { // a memory channel never blocks: only a durable one gets a timeout
 		b.pubWait = s.opts.publishTimeout
 	}

@@ -50,7 +50,7 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg = cfg
-	b.setRate(cfg.MaxRate)
+	b.gate.SetRate(cfg.MaxRate)
 	b.setDedup(cfg.DedupWindow)
 	// Closed once the index routes to the triggers started below and every event the old
 	// one routed is stored: a catch-up (start-from, a re-created trigger) goes on up to
@@ -215,7 +215,7 @@ func (b *Broker) startTrigger(ctx context.Context, name string, tc config.Trigge
 		delivery.WithClient(b.srv.client),
 		delivery.WithLogger(b.log.With("broker", b.key)),
 		delivery.WithMetrics(b.srv.deliveryMetrics),
-		delivery.WithAdaptive(!b.srv.opts.fixedInFlight),
+		delivery.WithAdaptive(!b.srv.opts.overload.FixedInFlight),
 		delivery.WithTracer(b.srv.opts.tracer),
 		delivery.WithDeadLetterHook(b.srv.opts.deadLetters),
 		delivery.WithTokenSource(b.srv.opts.tokens),

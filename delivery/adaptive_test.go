@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluice-broker/sluice/event"
 )
 
@@ -88,63 +90,37 @@ func TestAdaptiveSink(t *testing.T) {
 	}
 }
 
-func TestLimiterAIMD(t *testing.T) {
-	g := NewMetrics(nil).forTrigger("x").limit
-	l := newLimiter(32, true, g)
-	now := time.Now()
-	ms := time.Millisecond
-	l.observe(ms, http.StatusServiceUnavailable, false, now)
-	if got := l.current(); got != 16 {
-		t.Fatalf("after a 503 limit = %d, want 16", got)
-	}
-	l.observe(ms, http.StatusServiceUnavailable, false, now.Add(ms))
-	if got := l.current(); got != 16 {
-		t.Fatalf("a second 503 within the window cut again: %d", got)
-	}
-	l.observe(ms, http.StatusTooManyRequests, false, now.Add(10*ms))
-	if got := l.current(); got != 8 {
-		t.Fatalf("after a 429 a window later limit = %d, want 8", got)
-	}
-	for range 9 { // about one window's worth of successes adds one
-		l.observe(ms, http.StatusOK, false, now.Add(20*ms))
-	}
-	if got := l.current(); got != 9 {
-		t.Fatalf("after 9 successes at limit 8, limit = %d, want 9", got)
-	}
-	l.observe(ms, http.StatusBadRequest, false, now.Add(30*ms))
-	if got := l.current(); got != 9 {
-		t.Errorf("a 400 changed the limit to %d", got)
-	}
-	for range 2000 {
-		l.observe(ms, http.StatusOK, false, now.Add(40*ms))
-	}
-	if got := l.current(); got != 32 {
-		t.Errorf("limit %d after recovery, want the maximum 32", got)
-	}
-	// A latency climb (1 ms → 20 ms) is a congestion signal.
-	for range 50 {
-		l.observe(20*ms, http.StatusOK, false, now.Add(time.Second))
-	}
-	if got := l.current(); got >= 32 {
-		t.Errorf("latency climb did not cut the limit: %d", got)
-	}
-	// A climb alone never cuts below the climb floor (32/8 = 4), however long it lasts.
-	for i := range 100 {
-		l.observe(20*ms, http.StatusOK, false, now.Add(time.Second+time.Duration(i)*time.Second))
-	}
-	if got := l.current(); got != 4 {
-		t.Errorf("after a long latency climb limit = %d, want the climb floor 4", got)
-	}
-	// The explicit signals still cut to 1.
-	for i := range 10 {
-		l.observe(ms, http.StatusServiceUnavailable, false, now.Add(time.Hour+time.Duration(i)*time.Second))
-	}
-	if got := l.current(); got != 1 {
-		t.Errorf("after repeated 503s limit = %d, want 1", got)
-	}
-	fixed := newLimiter(32, false, g)
-	fixed.observe(ms, http.StatusServiceUnavailable, false, now)
-	if got := fixed.current(); got != 32 {
-		t.Errorf("non-adaptive limit moved to %d", got)
+// TestLimiterApplies: the limiter's semaphore and gauge follow overload.InFlight's
+// limit (its rules are overload's TestInFlightAIMD).
+func TestLimiterApplies(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		adaptive bool
+		want     int // after a 503
+	}{
+		{"adaptive", true, 16},
+		{"fixed", false, 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewMetrics(nil).forTrigger("x").limit
+			l := newLimiter(32, tc.adaptive, g)
+			if got := testutil.ToFloat64(g); got != 32 {
+				t.Fatalf("gauge %v at start, want 32", got)
+			}
+			l.observe(time.Millisecond, http.StatusServiceUnavailable, false, time.Now())
+			if got := l.current(); got != tc.want {
+				t.Fatalf("after a 503 limit = %d, want %d", got, tc.want)
+			}
+			l.sem.mu.Lock()
+			sem := l.sem.limit
+			l.sem.mu.Unlock()
+			if got := testutil.ToFloat64(g); got != float64(tc.want) || sem != tc.want {
+				t.Errorf("after a 503: gauge %v, semaphore %d; want %d", got, sem, tc.want)
+			}
+			l.setMax(8)
+			if got := testutil.ToFloat64(g); got != 8 || l.current() != 8 {
+				t.Errorf("after setMax(8): gauge %v, limit %d; want 8", got, l.current())
+			}
+		})
 	}
 }

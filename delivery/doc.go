@@ -76,7 +76,7 @@
 // With WithAdaptive(true) (the default) the in-flight limit toward a subscriber follows
 // an AIMD rule: it halves (at most once per round trip) on 429/502/503/504, timeouts or
 // a latency climb, and grows by one per round trip while the subscriber is healthy, so a
-// sink under autoscaling gets fewer errors. The maths is on limiter in limiter.go and in
+// sink under autoscaling gets fewer errors. The maths is on overload.InFlight, which the limiter applies, and in
 // docs/delivery.md.
 //
 // # Settlement and shutdown

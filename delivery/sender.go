@@ -41,7 +41,9 @@ func (o *outcome) ok() bool { return o.status >= 200 && o.status < 300 }
 
 // request is a pooled outgoing request: the header map and body reader are reused once
 // the response body is closed, which net/http documents as the point after which a
-// request may be reused. The map is empty in the pool. Sluice's own transport
+// request may be reused. The body reader is used only with Sluice's own transport:
+// net/http's HTTP/2 transport may still read a body after that point. The map is empty
+// in the pool. Sluice's own transport
 // (h1.Transport) writes the attempt's headers straight into the request's bytes and
 // leaves it empty.
 type request struct {
@@ -128,8 +130,14 @@ func send(ctx context.Context, c *http.Client, u *url.URL, e *event.Event, timeo
 		body = structuredBody(e, toSubscriber, th)
 	}
 	if len(body) > 0 {
-		r.body.Reset(body)
-		r.tmpl.Body = &r.body
+		if ownTransport(c, u) {
+			r.body.Reset(body)
+			r.tmpl.Body = &r.body
+		} else {
+			// net/http's HTTP/2 transport may read the body in another goroutine after
+			// the response is closed: a reader of its own, never the pooled one.
+			r.tmpl.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		r.tmpl.ContentLength = int64(len(body))
 	} else {
 		r.tmpl.Body = http.NoBody
@@ -219,7 +227,8 @@ func structuredBody(e *event.Event, toSubscriber bool, th *tracing.Headers) []by
 // other transports get head on req.Header and the request with a context bounded by dl.
 func roundTrip(ctx context.Context, c *http.Client, req *http.Request, head *attemptHead, dl time.Time) (*http.Response, error) {
 	direct := c.Jar == nil && c.Timeout == 0
-	if ut, ok := c.Transport.(untilRoundTripper); ok && direct && req.URL.Scheme == "http" {
+	if ownTransport(c, req.URL) {
+		ut := c.Transport.(untilRoundTripper)
 		var header func(yield func(name, value string))
 		if head != nil {
 			header = head.each
@@ -237,6 +246,14 @@ func roundTrip(ctx context.Context, c *http.Client, req *http.Request, head *att
 		rt = http.DefaultTransport
 	}
 	return doUntil(ctx, dl, req, rt.RoundTrip)
+}
+
+// ownTransport reports whether roundTrip sends a request to u on c through Sluice's own
+// transport (RoundTripUntil), which has read the whole body when it returns; net/http's
+// may go on reading it in another goroutine (HTTP/2).
+func ownTransport(c *http.Client, u *url.URL) bool {
+	_, ok := c.Transport.(untilRoundTripper)
+	return ok && c.Jar == nil && c.Timeout == 0 && u.Scheme == "http"
 }
 
 // doUntil calls do with req bound to ctx and dl. The context is not cancelled when do

@@ -142,3 +142,30 @@ func TestAttemptHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyNotReusedWhileHTTP2SendsIt: net/http's HTTP/2 transport may still read a
+// request's body in another goroutine after the response came and was closed (a
+// subscriber answers before it has read the body). send must not hand that body's
+// reader to the next attempt meanwhile: under the race detector, reuse shows as a data
+// race between the stream's writer and the next attempt's Reset. Every attempt must
+// still be answered.
+func TestBodyNotReusedWhileHTTP2SendsIt(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusAccepted) // before the body is read
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	c := srv.Client()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256<<10) // more than a stream's first window: the writer waits for the server
+	for i := range 40 {
+		e := &event.Event{SpecVersion: "1.0", ID: "e", Source: "/s", Type: "t", Data: data}
+		if o := send(context.Background(), c, u, e, 10*time.Second, false, 0, event.HeaderMinimal, false, nil, ""); o.status != http.StatusAccepted {
+			t.Fatalf("attempt %d: status %d, err %v", i, o.status, o.err)
+		}
+	}
+}

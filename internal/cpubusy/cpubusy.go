@@ -2,9 +2,9 @@
 // may use: GOMAXPROCS CPUs. Two parts of the broker change course when it has, because
 // then every goroutine waits for a CPU, whatever it waits on otherwise:
 //
-//   - delivery's adaptive limiter does not read a latency climb as a slow subscriber
-//     (every attempt's latency climbs while ingress saturates the CPU; cutting the
-//     in-flight limit then only starves delivery);
+//   - the adaptive in-flight limit of deliveries (overload.InFlight) does not read a
+//     latency climb as a slow subscriber (every attempt's latency climbs while ingress
+//     saturates the CPU; cutting the in-flight limit then only starves delivery);
 //   - the lean HTTP server's accept loop polls for new connections on a timer instead of
 //     waiting on the network poller, whose wake-ups a saturated single-P scheduler
 //     serves last (internal/httpserver/accept.go).

@@ -40,12 +40,7 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	publishTimeout  time.Duration
 	maxInFlight     int
-	fixedInFlight   bool
-	maxBacklog      int
-	maxStoring      int
 	dedupEntries    int
-	rejectHold      time.Duration
-	admitWait       time.Duration
 	reloadInterval  time.Duration
 	logLevel        string
 	logFormat       string
@@ -57,6 +52,7 @@ type serveFlags struct {
 	security        securityFlags      // TLS, server limits, sender identity (serve_security.go)
 	dlq             dlqFlags           // --dlq-max-* (dlq.go)
 	kube            kubeFlags          // --kubernetes (serve_kube.go)
+	overload        overloadFlags      // --admit-wait, --reject-hold, --max-backlog, --max-storing, --fixed-in-flight (serve_overload.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -100,12 +96,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
-	fl.BoolVar(&f.fixedInFlight, "fixed-in-flight", false, "keep --max-in-flight attempts in flight per trigger instead of adapting to the subscriber (AIMD)")
-	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "events one trigger may have stored and unsettled before ingress answers 429 (any channel; 0: no bound; see docs/overload.md)")
 	fl.IntVar(&f.dedupEntries, "dedup-max-entries", broker.DefaultDedupEntries, "(source, id) pairs the dedup window of one broker (sluice.dev/dedup-window) remembers; past it the oldest are forgotten early (docs/operations.md)")
-	fl.IntVar(&f.maxStoring, "max-storing", 0, "requests one broker stores at once (let in, not yet acknowledged by its channel); more wait for room like a full broker's (0: no bound; under overload an embedded JetStream: 128, Kafka: 1024; see docs/overload.md)")
-	fl.DurationVar(&f.admitWait, "admit-wait", broker.DefaultAdmitWait, "when the broker is full, how long a request waits for room (before its body is read) before it is answered 429 (0: refuse at once; see docs/overload.md)")
-	fl.DurationVar(&f.rejectHold, "reject-hold", broker.DefaultRejectHold, "after a 429, how long ingress waits before reading that connection's next request (0: off; see docs/overload.md)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -117,6 +108,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	f.security.register(fl)
 	f.dlq.register(fl)
 	f.kube.register(fl)
+	f.overload.register(fl)
 	return cmd
 }
 
@@ -222,11 +214,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f *serveFlags) error {
 		broker.WithShutdownTimeout(f.shutdownTimeout),
 		broker.WithPublishTimeout(f.publishTimeout),
 		broker.WithMaxInFlight(f.maxInFlight),
-		broker.WithFixedInFlight(f.fixedInFlight),
 		broker.WithTracer(obs.tracer),
 		broker.WithDeadLetterHook(obs.ui.DeadLetter),
-		broker.WithMaxBacklog(f.maxBacklog), broker.WithRejectHold(f.rejectHold), broker.WithAdmitWait(f.admitWait),
-		broker.WithMaxStoring(f.maxStoring), broker.WithDedupEntries(f.dedupEntries),
+		broker.WithOverload(f.overload.opts), broker.WithDedupEntries(f.dedupEntries),
 		broker.WithDenyEgress(f.denyEgress),
 		broker.WithDLQ(f.dlq.limits()), broker.WithDLQMemoryLimit(f.dlq.memoryTotal(int64(f.memoryLimit))),
 		broker.WithOpsGuarded(f.security.opsTokenFile != ""), // pause and resume need the token: 403 without the flag

@@ -1,4 +1,4 @@
-package broker
+package overload
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Waiting for room (docs/overload.md). A request that finds its broker full waits, in
-// arrival order and before its body is read, for up to AdmitWait for the broker to drain
-// enough to take it, and is refused 429 only if it does not. Its body stays in the
+// Waiting for room (docs/decisions/0004-admission-queue.md). A request that finds its
+// broker full waits, in arrival order and before its body is read, for up to AdmitWait
+// for the broker to drain enough to take it, and is refused 429 only if it does not. Its body stays in the
 // socket meanwhile, so the client is pushed back through TCP, and the CPU a refusal
 // costs (reading, parsing and answering a request the client will send again) goes to
 // delivery instead: under overload most requests are answered 202 a little later
@@ -24,13 +24,13 @@ const admitPoll = time.Millisecond
 // bytes of requests let in from the queue that have not finished storing: they are
 // counted against the memory channel's budget, so that one freed slot lets in one
 // waiter, not all of them. inflight counts every request let in and not yet stored,
-// for WithMaxStoring.
+// for Options.MaxStoring.
 type admitQueue struct {
 	mu          sync.Mutex
 	front, back *admitWaiter // oldest first, linked through next
 	n           atomic.Int64
 	pending     atomic.Int64
-	inflight    atomic.Int64 // requests let in (waiting or not) and not yet stored: WithMaxStoring
+	inflight    atomic.Int64 // requests let in (waiting or not) and not yet stored: Options.MaxStoring
 }
 
 // admitWaiter is a request in the queue. Waiters are pooled (admitWaiters) with their
@@ -164,7 +164,7 @@ func (q *admitQueue) leave(w *admitWaiter, admitted bool) {
 	q.mu.Unlock()
 }
 
-// let counts a request let in without waiting as storing (WithMaxStoring), until
+// let counts a request let in without waiting as storing (Options.MaxStoring), until
 // q.stored(0). Its bytes are not counted: it found room.
 func (q *admitQueue) let() { q.inflight.Add(1) }
 
