@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/rabbitmq"
@@ -225,9 +227,12 @@ func TestRemoveDeletesQueue(t *testing.T) {
 	k = channeltest.Consume(t, c, "gone")
 	channeltest.ExpectNothing(t, k, time.Second)
 
-	// Another replica (other) consumes "kept": removing it here keeps its events.
+	// Another replica (other) consumes "kept": removing it here keeps its events. Consume
+	// registers its consumer in the background: both are waited for, as a replica that
+	// consumes it has long been.
 	channeltest.Consume(t, c, "kept")
 	ko := channeltest.Consume(t, other, "kept")
+	waitConsumers(t, u, rabbitmq.QueueName(rabbitmq.ExchangeName(prefix, "ns/remove"), "kept"), 2)
 	channeltest.Publish(t, c, []string{"kept"}, channeltest.Event("stays"))
 	if err := c.Remove(channeltest.Ctx(t, 20*time.Second), "kept"); err != nil {
 		t.Fatal(err)
@@ -235,6 +240,25 @@ func TestRemoveDeletesQueue(t *testing.T) {
 	if m := channeltest.ReceiveN(t, ko, 1, 20*time.Second)[0]; m.Event().ID != "stays" {
 		t.Fatalf("got %s", m.Event().ID)
 	}
+}
+
+// waitConsumers waits until the queue called queue on the node at u has n consumers.
+func waitConsumers(t *testing.T, u, queue string, n int) {
+	t.Helper()
+	conn, err := amqp.Dial(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	sluicetest.Eventually(t, 30*time.Second, fmt.Sprintf("%d consumers of queue %s", n, queue), func() bool {
+		ch, err := conn.Channel() // a passive declare of a missing queue closes its channel
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = ch.Close() }()
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		return err == nil && q.Consumers >= n
+	})
 }
 
 // TestBlocked: while RabbitMQ blocks publishers (connection.blocked, sent on a memory or
