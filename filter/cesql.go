@@ -42,7 +42,7 @@ func shorten(expr string) string {
 func compileCESQL(expr string) (f *cesqlFilter, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			f, err = nil, fmt.Errorf("invalid expression %q: parser failed: %v", shorten(expr), r)
+			f, err = nil, fmt.Errorf("invalid expression %q: not valid CESQL syntax", shorten(expr))
 		}
 	}()
 	parsed, err := parseCESQL(expr)

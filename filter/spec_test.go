@@ -28,6 +28,7 @@ func TestCompileErrors(t *testing.T) {
 		{"empty any", nil, []Spec{{Any: []Spec{}}}, []string{"filters[0].any: empty"}},
 		{"empty not", nil, []Spec{{Not: &Spec{}}}, []string{"filters[0].not: empty"}},
 		{"cesql parse error", nil, []Spec{{All: []Spec{{CESQL: "type = "}}}}, []string{"filters[0].all[0].cesql: invalid expression"}},
+		{"cesql the parser panics on", nil, []Spec{{CESQL: "type = = 'order'"}}, []string{`filters[0].cesql: invalid expression "type = = 'order'": not valid CESQL syntax`}},
 		{"attribute name in filter.attributes", map[string]string{"my-ext": "a"}, nil,
 			[]string{"filter.attributes.my-ext: invalid attribute name"}},
 		{"all errors reported", nil, []Spec{{Exact: map[string]string{}}, {CESQL: "))"}, {Not: &Spec{Suffix: map[string]string{"A": "x"}}}},
