@@ -86,8 +86,12 @@ func TestInvalidEditAndBack(t *testing.T) {
 	waitFor(t, brokers, ns, "default", "not ready naming spec.delivery.backoffDelay", notReadyNaming("spec.delivery.backoffDelay"))
 	waitFor(t, triggers, ns, "born-bad", "not ready naming spec.filter.attributes", notReadyNaming("spec.filter.attributes"))
 	waitFor(t, triggers, ns, "untouched", "still ready", ready)
-	send(t, addr, "order", "during", n) // the last good versions run: all get them
+	send(t, addr, "order", "during", n)         // the last good versions run: all get them
+	send(t, addr, "other", "during-dropped", 3) // and their filters still drop these
 	want("while invalid", 2*n, all...)
+	if got := rcv.count("/born-bad"); got != 0 {
+		t.Fatalf("the Trigger created invalid got %d events while invalid", got)
+	}
 
 	// And back: ready again, and the events flow on.
 	apply(t, triggers, trigger("filtered", goodCESQL))
