@@ -5,7 +5,8 @@
 //
 // A Store keeps one list of entries per trigger, oldest first. The memory store here
 // lives as long as the process; a durable channel provides its own (channel.DLQStorer),
-// shared by every replica of the broker.
+// shared by every replica of the broker. Index is those lists, bounded by Limits, as the
+// memory store and the stores that read their entries from a log keep them.
 package dlq
 
 import (

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error)
 	return &dlqStore{
 		c: c, lim: lim, topic: name + ".dlq", sem: make(chan struct{}, 1), now: time.Now,
 		advanced: make(chan struct{}),
-		lists:    make(map[string]*dlqList), keys: make(map[string]uint64), mine: make(map[string]chan dlqApplied),
+		index:    dlq.NewIndex[string](lim), keys: make(map[string]uint64), mine: make(map[string]chan dlqApplied),
 	}, nil
 }
 
@@ -58,24 +57,12 @@ type dlqStore struct {
 	now   func() time.Time
 
 	mu       sync.Mutex
-	reading  bool          // the topic exists and the reader runs
-	next     int64         // offset after the last record applied
-	advanced chan struct{} // closed (and replaced) when next moves
-	lists    map[string]*dlqList
+	reading  bool                       // the topic exists and the reader runs
+	next     int64                      // offset after the last record applied
+	advanced chan struct{}              // closed (and replaced) when next moves
+	index    *dlq.Index[string]         // tagged with their record keys
 	keys     map[string]uint64          // record key -> ID of the entry the index holds
 	mine     map[string]chan dlqApplied // keys this process produced, waiting to be applied
-}
-
-// dlqList is one trigger's entries, oldest first.
-type dlqList struct {
-	entries []dlqItem
-	bytes   int64
-	expired int // expired by age in List, reported by the next Put of this process
-}
-
-type dlqItem struct {
-	key string
-	e   dlq.Entry
 }
 
 // dlqApplied is what applying a record this process produced did.
@@ -216,66 +203,30 @@ func (s *dlqStore) applyLocked(r *kgo.Record) {
 		s.c.log.Warn("dlq-decode", "kafka: dead-letter store: unreadable record skipped", "topic", r.Topic, "offset", r.Offset, "err", err)
 		return
 	}
-	l := s.lists[trigger]
 	if r.Value == nil { // a tombstone
-		id, ok := s.keys[key]
-		if !ok || l == nil {
-			return
-		}
-		delete(s.keys, key)
-		if i, ok := l.find(id); ok {
-			l.drop(i)
-		}
-		if len(l.entries) == 0 && l.expired == 0 {
-			delete(s.lists, trigger)
+		if id, ok := s.keys[key]; ok {
+			delete(s.keys, key)
+			s.index.Delete(trigger, id)
 		}
 		return
-	}
-	if l == nil {
-		l = &dlqList{}
-		s.lists[trigger] = l
 	}
 	e.ID = uint64(r.Offset) + 1
 	if e.Time.IsZero() {
 		e.Time = r.Timestamp
 	}
 	var res dlqApplied
-	evict := func() {
-		res.evicted = append(res.evicted, l.entries[0].key)
-		delete(s.keys, l.entries[0].key)
-		l.drop(0)
-	}
-	cut := e.Time.Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
-		evict()
-	}
-	// An entry above the bytes bound (written by a replica with other limits) is not kept.
-	if size := e.Size(); size <= s.lim.MaxBytes {
-		for len(l.entries) > 0 && (len(l.entries)+1 > s.lim.MaxEntries || l.bytes+size > s.lim.MaxBytes) {
-			evict()
-		}
-		l.entries = append(l.entries, dlqItem{key: key, e: e})
-		l.bytes += size
-		s.keys[key] = e.ID
-	} else {
-		res.evicted = append(res.evicted, key)
+	s.keys[key] = e.ID
+	// An entry above the bytes bound (written by a replica with other limits) is not
+	// kept: it is among the evicted, so that its tombstone is written too.
+	for _, it := range s.index.Add(trigger, e, key) {
+		res.evicted = append(res.evicted, it.Tag)
+		delete(s.keys, it.Tag)
 	}
 	if ch := s.mine[key]; ch != nil {
 		delete(s.mine, key)
-		res.counted = len(res.evicted) + l.expired
-		l.expired = 0
+		res.counted = len(res.evicted) + s.index.TakeExpired(trigger)
 		ch <- res
 	}
-}
-
-func (l *dlqList) find(id uint64) (int, bool) {
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID >= id })
-	return i, i < len(l.entries) && l.entries[i].e.ID == id
-}
-
-func (l *dlqList) drop(i int) {
-	l.bytes -= l.entries[i].e.Size()
-	l.entries = append(l.entries[:i:i], l.entries[i+1:]...)
 }
 
 // waitApplied waits until the index has applied every record below offset off.
@@ -374,7 +325,6 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 // List returns a page of trigger's entries once the index holds what the topic held
 // when it was called. Entries past MaxAge are dropped from the index (and tombstoned).
 func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit int) (dlq.Page, error) {
-	limit = dlq.ClampPage(limit)
 	if err := s.catchUp(ctx); err != nil {
 		return dlq.Page{}, s.errf(trigger, err)
 	}
@@ -388,31 +338,12 @@ func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit
 // pageLocked returns a page of trigger's entries and the keys of those it dropped as
 // expired.
 func (s *dlqStore) pageLocked(trigger string, after uint64, limit int) (dlq.Page, []string) {
-	l := s.lists[trigger]
-	if l == nil {
-		return dlq.Page{}, nil
-	}
 	var expired []string
-	cut := s.now().Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
-		expired = append(expired, l.entries[0].key)
-		delete(s.keys, l.entries[0].key)
-		l.drop(0)
+	for _, it := range s.index.Expire(trigger, s.now()) {
+		expired = append(expired, it.Tag)
+		delete(s.keys, it.Tag)
 	}
-	l.expired += len(expired)
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID > after })
-	end := min(i+limit, len(l.entries))
-	p := dlq.Page{Entries: make([]dlq.Entry, 0, end-i), Total: len(l.entries), Bytes: l.bytes}
-	for _, it := range l.entries[i:end] {
-		p.Entries = append(p.Entries, it.e)
-	}
-	if end < len(l.entries) {
-		p.Next = l.entries[end-1].e.ID
-	}
-	if n := len(l.entries); n > 0 {
-		p.Last = l.entries[n-1].e.ID
-	}
-	return p, expired
+	return s.index.Page(trigger, after, limit), expired
 }
 
 // remove writes tombstones for keys and waits until the index applied them.
@@ -442,12 +373,8 @@ func (s *dlqStore) Delete(ctx context.Context, trigger string, id uint64) error 
 		return s.errf(trigger, err)
 	}
 	s.mu.Lock()
-	var key string
-	if l := s.lists[trigger]; l != nil {
-		if i, ok := l.find(id); ok {
-			key = l.entries[i].key
-		}
-	}
+	it, _ := s.index.Get(trigger, id)
+	key := it.Tag
 	s.mu.Unlock()
 	if key == "" {
 		return fmt.Errorf("%w: %d", dlq.ErrNotFound, id)
@@ -465,10 +392,8 @@ func (s *dlqStore) Purge(ctx context.Context, trigger string) (int, error) {
 	}
 	s.mu.Lock()
 	var keys []string
-	if l := s.lists[trigger]; l != nil {
-		for _, it := range l.entries {
-			keys = append(keys, it.key)
-		}
+	for _, it := range s.index.Items(trigger) {
+		keys = append(keys, it.Tag)
 	}
 	s.mu.Unlock()
 	if err := s.remove(ctx, keys); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func (c *Channel) DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, erro
 	}
 	s := &dlqStore{
 		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now, sem: make(chan struct{}, 1),
-		lists: make(map[string]*dlqList), mine: make(map[string]chan dlqApplied),
+		index: dlq.NewIndex[int64](lim), mine: make(map[string]chan dlqApplied),
 	}
 	if c.current() != nil {
 		ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
@@ -106,24 +105,11 @@ type dlqStore struct {
 	sem   chan struct{} // one ensure at a time
 
 	mu      sync.Mutex
-	reading bool  // the stream is declared and the reader runs
-	next    int64 // offset after the last message applied
-	counted int64 // bytes counted of the messages applied (body and dlqOverhead each)
-	lists   map[string]*dlqList
+	reading bool                       // the stream is declared and the reader runs
+	next    int64                      // offset after the last message applied
+	counted int64                      // bytes counted of the messages applied (body and dlqOverhead each)
+	index   *dlq.Index[int64]          // tagged with counted once each was applied
 	mine    map[string]chan dlqApplied // by correlation id: this process's messages not applied yet
-}
-
-// dlqList is one trigger's entries, oldest first.
-type dlqList struct {
-	entries []dlqItem
-	bytes   int64
-	expired int // evicted outside this process's Put of the trigger, reported by its next Put
-}
-
-// dlqItem is an entry and dlqStore.counted once it was applied.
-type dlqItem struct {
-	e   dlq.Entry
-	pos int64
 }
 
 // dlqApplied is what applying a message this process appended did.
@@ -318,7 +304,7 @@ func (s *dlqStore) follow(sess *session) error {
 					// held is gone, and a new stream starts from offset 0.
 					s.mu.Lock()
 					s.next, s.counted = 0, 0
-					clear(s.lists)
+					s.index.Reset()
 					s.mu.Unlock()
 					return errors.New("the stream was deleted")
 				default:
@@ -366,23 +352,12 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 		res.n = s.addLocked(r.trigger, r.entry)
 		res.n += s.boundLocked(r.trigger)
 	case dlqKindDelete:
-		if l := s.lists[r.trigger]; l != nil {
-			if i, ok := l.find(r.id); ok {
-				l.drop(i)
-				res.found = true
-			}
-		}
+		_, res.found = s.index.Delete(r.trigger, r.id)
 	case dlqKindPurge:
-		if l := s.lists[r.trigger]; l != nil {
-			res.n = len(l.entries)
-			l.entries, l.bytes = nil, 0
-		}
+		res.n = s.index.Purge(r.trigger)
 	}
 	if r.kind != dlqKindEntry {
 		s.boundLocked("")
-	}
-	if l := s.lists[r.trigger]; l != nil && len(l.entries) == 0 && l.expired == 0 {
-		delete(s.lists, r.trigger)
 	}
 	if ch := s.mine[d.CorrelationId]; ch != nil && d.CorrelationId != "" {
 		delete(s.mine, d.CorrelationId)
@@ -394,69 +369,20 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 // against e's stored time, so that every reader evicts the same) and returns the
 // evictions to report to this process's Put.
 func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
-	l := s.lists[trigger]
-	if l == nil {
-		l = &dlqList{}
-		s.lists[trigger] = l
-	}
 	if e.Time.IsZero() { // another client's
 		e.Time = s.now()
 	}
-	n := 0
-	cut := e.Time.Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
-		l.drop(0)
-		n++
-	}
-	// An entry above the bytes bound (written by a replica with other limits) is not kept.
-	if size := e.Size(); size <= s.lim.MaxBytes {
-		for len(l.entries) > 0 && (len(l.entries)+1 > s.lim.MaxEntries || l.bytes+size > s.lim.MaxBytes) {
-			l.drop(0)
-			n++
-		}
-		l.entries = append(l.entries, dlqItem{e: e, pos: s.counted})
-		l.bytes += size
-	} else {
-		n++
-	}
-	n += l.expired
-	l.expired = 0
-	return n
+	// An entry above the bytes bound (written by a replica with other limits) is not
+	// kept: it counts as evicted.
+	n := len(s.index.Add(trigger, e, s.counted))
+	return n + s.index.TakeExpired(trigger)
 }
 
 // boundLocked evicts, oldest first whatever their trigger, the entries followed by more
 // than window counted bytes, and returns how many were trigger's; the others' are
 // reported by their triggers' next Put in this process.
 func (s *dlqStore) boundLocked(trigger string) int {
-	n := 0
-	for {
-		var oldest *dlqList
-		var name string
-		for k, l := range s.lists {
-			if len(l.entries) > 0 && (oldest == nil || l.entries[0].e.ID < oldest.entries[0].e.ID) {
-				oldest, name = l, k
-			}
-		}
-		if oldest == nil || s.counted-oldest.entries[0].pos <= s.window() {
-			return n
-		}
-		oldest.drop(0)
-		if name == trigger {
-			n++
-		} else {
-			oldest.expired++
-		}
-	}
-}
-
-func (l *dlqList) find(id uint64) (int, bool) {
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID >= id })
-	return i, i < len(l.entries) && l.entries[i].e.ID == id
-}
-
-func (l *dlqList) drop(i int) {
-	l.bytes -= l.entries[i].e.Size()
-	l.entries = append(l.entries[:i:i], l.entries[i+1:]...)
+	return s.index.EvictOldestWhile(trigger, func(it dlq.Item[int64]) bool { return s.counted-it.Tag > s.window() })
 }
 
 // write appends a message of kind for trigger and waits (up to dlqTimeout) until the
@@ -524,34 +450,13 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 // List returns a page of trigger's entries once the index holds what the stream held
 // when it was called. Entries past MaxAge are dropped from the index.
 func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit int) (dlq.Page, error) {
-	limit = dlq.ClampPage(limit)
 	if _, err := s.write(ctx, dlqKindSync, "", nil); err != nil {
 		return dlq.Page{}, s.errf(trigger, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.lists[trigger]
-	if l == nil {
-		return dlq.Page{}, nil
-	}
-	cut := s.now().Add(-s.lim.MaxAge)
-	for len(l.entries) > 0 && l.entries[0].e.Time.Before(cut) {
-		l.drop(0)
-		l.expired++
-	}
-	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].e.ID > after })
-	end := min(i+limit, len(l.entries))
-	p := dlq.Page{Entries: make([]dlq.Entry, 0, end-i), Total: len(l.entries), Bytes: l.bytes}
-	for _, it := range l.entries[i:end] {
-		p.Entries = append(p.Entries, it.e)
-	}
-	if end < len(l.entries) {
-		p.Next = l.entries[end-1].e.ID
-	}
-	if n := len(l.entries); n > 0 {
-		p.Last = l.entries[n-1].e.ID
-	}
-	return p, nil
+	s.index.Expire(trigger, s.now())
+	return s.index.Page(trigger, after, limit), nil
 }
 
 // Delete removes entry id: every replica applies the deletion as it reads it.
