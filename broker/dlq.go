@@ -537,11 +537,7 @@ func (b *Broker) redrive(ctx context.Context, t *trigger, r *redrive, last uint6
 
 // holds reports whether trigger's store still holds entry id.
 func (b *Broker) holds(ctx context.Context, trigger string, id uint64) (bool, error) {
-	p, err := b.dl.store.List(ctx, trigger, id-1, 1)
-	if err != nil {
-		return false, err
-	}
-	return len(p.Entries) > 0 && p.Entries[0].ID == id, nil
+	return dlq.Holds(ctx, b.dl.store, trigger, id)
 }
 
 // storedMsg is a dead letter handed to its trigger by a redrive: settling it deletes
@@ -559,11 +555,11 @@ type storedMsg struct {
 func (m *storedMsg) Withdrawn(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	p, err := m.store.List(ctx, m.trigger, m.id-1, 1)
+	held, err := dlq.Holds(ctx, m.store, m.trigger, m.id)
 	if err != nil {
 		return false, fmt.Errorf("dead letter %d of %s: %w", m.id, m.trigger, err)
 	}
-	gone := len(p.Entries) == 0 || p.Entries[0].ID != m.id
+	gone := !held
 	if gone {
 		m.withdrawn.Inc()
 	}

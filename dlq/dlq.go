@@ -116,6 +116,27 @@ type Store interface {
 	Durable() bool
 }
 
+// Holder is implemented by a Store that tells whether it holds an entry more cheaply than
+// List does: a redrive asks before each attempt. Its answer may miss what other replicas
+// did in the last moments (a dead letter purged there may be redriven once more).
+type Holder interface {
+	// Holds reports whether trigger's entry id is stored.
+	Holds(ctx context.Context, trigger string, id uint64) (bool, error)
+}
+
+// Holds reports whether s holds trigger's entry id: through Holder when s is one, else
+// with a List of one entry.
+func Holds(ctx context.Context, s Store, trigger string, id uint64) (bool, error) {
+	if h, ok := s.(Holder); ok {
+		return h.Holds(ctx, trigger, id)
+	}
+	p, err := s.List(ctx, trigger, id-1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(p.Entries) > 0 && p.Entries[0].ID == id, nil
+}
+
 // ClampPage returns limit bounded to 1..MaxPage; 0 or less means 100.
 func ClampPage(limit int) int {
 	switch {

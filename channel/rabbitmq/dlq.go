@@ -110,6 +110,10 @@ type dlqStore struct {
 	counted int64                      // bytes counted of the messages applied (body and dlqOverhead each)
 	index   *dlq.Index[int64]          // tagged with counted once each was applied
 	mine    map[string]chan dlqApplied // by correlation id: this process's messages not applied yet
+	// live: the reader follows the stream and has read back a message of this process
+	// since it (re)connected, so it is at the stream's end but for what other replicas
+	// appended in the last moments: Holds reads the index as it is.
+	live bool
 }
 
 // dlqApplied is what applying a message this process appended did.
@@ -288,6 +292,8 @@ func (s *dlqStore) follow(sess *session) error {
 		from = s.next
 	}
 	s.mu.Unlock()
+	s.setLive(false)
+	defer s.setLive(false)
 	cancelled := ch.NotifyCancel(make(chan string, 1))
 	deliveries, err := ch.Consume(s.queue, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
@@ -337,6 +343,14 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 	if off < s.next { // read again from the start of its chunk
 		return
 	}
+	if s.next > 0 && off > s.next {
+		// RabbitMQ freed what followed the last message read (the reader was away while
+		// more than the stream's bound was appended): every entry held came before it.
+		n := s.index.Len()
+		s.index.EvictOldestWhile("", func(dlq.Item[int64]) bool { return true })
+		s.c.log.Warn("dlq-gap", "rabbitmq: dead-letter store: the stream was freed past where the reader stopped; the dead letters read before are evicted",
+			"queue", s.queue, "from_offset", s.next, "to_offset", off, "evicted", n)
+	}
 	s.next = off + 1
 	s.counted += int64(len(d.Body)) + dlqOverhead
 	r, err := decodeDLQ(d.Body)
@@ -361,6 +375,7 @@ func (s *dlqStore) apply(d *amqp.Delivery) {
 	}
 	if ch := s.mine[d.CorrelationId]; ch != nil && d.CorrelationId != "" {
 		delete(s.mine, d.CorrelationId)
+		s.live = true
 		ch <- res
 	}
 }
@@ -383,6 +398,13 @@ func (s *dlqStore) addLocked(trigger string, e dlq.Entry) int {
 // reported by their triggers' next Put in this process.
 func (s *dlqStore) boundLocked(trigger string) int {
 	return s.index.EvictOldestWhile(trigger, func(it dlq.Item[int64]) bool { return s.counted-it.Tag > s.window() })
+}
+
+// setLive records whether the reader is live (List).
+func (s *dlqStore) setLive(live bool) {
+	s.mu.Lock()
+	s.live = live
+	s.mu.Unlock()
 }
 
 // write appends a message of kind for trigger and waits (up to dlqTimeout) until the
@@ -448,7 +470,8 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 }
 
 // List returns a page of trigger's entries once the index holds what the stream held
-// when it was called. Entries past MaxAge are dropped from the index.
+// when it was called: it appends a marker and waits until the reader has read it back.
+// Entries past MaxAge are dropped from the index.
 func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit int) (dlq.Page, error) {
 	if _, err := s.write(ctx, dlqKindSync, "", nil); err != nil {
 		return dlq.Page{}, s.errf(trigger, err)
@@ -457,6 +480,27 @@ func (s *dlqStore) List(ctx context.Context, trigger string, after uint64, limit
 	defer s.mu.Unlock()
 	s.index.Expire(trigger, s.now())
 	return s.index.Page(trigger, after, limit), nil
+}
+
+// Holds reports whether trigger's entry id is stored (dlq.Holder), as the reader has read
+// the stream: once it is live (it has read back a message of this process since it
+// connected), without appending a marker, so that a redrive, which asks before each
+// attempt, does not fill the stream with markers (each takes room in its bound, and so
+// pushes the oldest dead letters out); until then as List does.
+func (s *dlqStore) Holds(ctx context.Context, trigger string, id uint64) (bool, error) {
+	s.mu.Lock()
+	live := s.live
+	s.mu.Unlock()
+	if !live {
+		if _, err := s.write(ctx, dlqKindSync, "", nil); err != nil {
+			return false, s.errf(trigger, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index.Expire(trigger, s.now())
+	_, ok := s.index.Get(trigger, id)
+	return ok, nil
 }
 
 // Delete removes entry id: every replica applies the deletion as it reads it.
