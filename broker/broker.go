@@ -38,6 +38,7 @@ type Broker struct {
 	ch      channel.Channel
 	chName  string                  // "the NAME channel" it runs on, or the server's default, for messages
 	routing atomic.Pointer[routing] // the routing index, swapped by apply (routing.go)
+	routed  <-chan struct{}         // closed once every event the indexes before the current one routed is stored; guarded by mu
 	log     *slog.Logger
 	refused *ratelog.Logger // requests refused: not stored by the channel (ingress.go), unauthorized (authorize.go)
 	srv     *Server

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -48,45 +49,57 @@ func (c *startingChannel) routed(name string) <-chan struct{} {
 }
 
 // TestRoutedAfterOldRoutesStored: a trigger a reload adds is told it is routed
-// (StartFrom.Routed) only once every event routed by the index of before the reload is
-// stored: its catch-up must end past those, which it was not routed.
+// (StartFrom.Routed) only once every event routed by an index of before the reload is
+// stored, also when another reload came in between: its catch-up must end past those,
+// which it was not routed.
 func TestRoutedAfterOldRoutesStored(t *testing.T) {
-	ch := &startingChannel{Channel: memory.New(), gate: make(chan struct{}), holding: make(chan struct{}), from: map[string]channel.StartFrom{}}
-	open := func(context.Context, config.Broker) (channel.Channel, error) { return ch, nil }
-	s := newTestServer(t, nil, WithChannelOpener(open))
-	sub := newSubscriber(t)
-	defer sub.Close()
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("a", "t", sub.URL))); err != nil {
-		t.Fatal(err)
+	for _, between := range []int{0, 1} {
+		t.Run(fmt.Sprintf("%d reloads between", between), func(t *testing.T) {
+			ch := &startingChannel{Channel: memory.New(), gate: make(chan struct{}), holding: make(chan struct{}), from: map[string]channel.StartFrom{}}
+			open := func(context.Context, config.Broker) (channel.Channel, error) { return ch, nil }
+			s := newTestServer(t, nil, WithChannelOpener(open))
+			sub := newSubscriber(t)
+			defer sub.Close()
+			docs := plainBroker() + triggerDoc("a", "t", sub.URL)
+			if err := s.Apply(context.Background(), loadConfig(t, docs)); err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler()
+			release := sync.OnceFunc(func() { close(ch.gate) })
+			defer release() // before the server's shutdown, which waits for the slow request
+			answered := make(chan int, 1)
+			go func() { answered <- post(h, "POST", "/ns/b", binary("slow"), `{}`).Code }()
+			<-ch.holding // routed by the index that has only a, not yet stored
+			for i := range between {
+				docs += triggerDoc(fmt.Sprintf("mid%d", i), "t", sub.URL)
+				if err := s.Apply(context.Background(), loadConfig(t, docs)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Apply(context.Background(), loadConfig(t, docs+triggerDoc("late", "t", sub.URL))); err != nil {
+				t.Fatal(err)
+			}
+			routed := ch.routed("ns/late")
+			if routed == nil {
+				t.Fatal("trigger late was opened without StartFrom.Routed")
+			}
+			select {
+			case <-routed:
+				t.Fatal("trigger late was told it is routed while an event an older index routed was not stored yet")
+			case <-time.After(200 * time.Millisecond):
+			}
+			release()
+			if code := <-answered; code != 202 {
+				t.Fatalf("the slow event: %d, want 202", code)
+			}
+			sluicetest.Eventually(t, 10*time.Second, "late told it is routed", func() bool {
+				select {
+				case <-routed:
+					return true
+				default:
+					return false
+				}
+			})
+		})
 	}
-	h := s.Handler()
-	release := sync.OnceFunc(func() { close(ch.gate) })
-	defer release() // before the server's shutdown, which waits for the slow request
-	answered := make(chan int, 1)
-	go func() { answered <- post(h, "POST", "/ns/b", binary("slow"), `{}`).Code }()
-	<-ch.holding // routed by the index that has only a, not yet stored
-	if err := s.Apply(context.Background(), loadConfig(t, plainBroker()+triggerDoc("a", "t", sub.URL)+triggerDoc("late", "t", sub.URL))); err != nil {
-		t.Fatal(err)
-	}
-	routed := ch.routed("ns/late")
-	if routed == nil {
-		t.Fatal("trigger late was opened without StartFrom.Routed")
-	}
-	select {
-	case <-routed:
-		t.Fatal("trigger late was told it is routed while an event the old index routed was not stored yet")
-	case <-time.After(200 * time.Millisecond):
-	}
-	release()
-	if code := <-answered; code != 202 {
-		t.Fatalf("the slow event: %d, want 202", code)
-	}
-	sluicetest.Eventually(t, 10*time.Second, "late told it is routed", func() bool {
-		select {
-		case <-routed:
-			return true
-		default:
-			return false
-		}
-	})
 }

@@ -92,8 +92,15 @@ func (b *Broker) apply(ctx context.Context, cfg config.Broker) error {
 		want[name] = true
 		entries = append(entries, filter.IndexEntry{Name: name, Filter: tc.Filter})
 	}
-	old := b.swapRouting(filter.NewIndex(entries))
-	b.runs.Go(func() { // closed once every event the old index routed is stored
+	old, prev := b.swapRouting(filter.NewIndex(entries)), b.routed
+	b.routed = routed
+	b.runs.Go(func() { // closed once every event an older index routed is stored
+		if prev != nil {
+			select { // the index before the old one, and those before it
+			case <-prev:
+			case <-b.srv.life.Done():
+			}
+		}
 		old.waitIdle(b.srv.life)
 		close(routed)
 	})

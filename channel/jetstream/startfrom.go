@@ -336,9 +336,12 @@ func (c *Channel) setCatchUp(ctx context.Context, name string, cu *catchUpState)
 		delete(cfg.Metadata, metaCatchUpFrom)
 		delete(cfg.Metadata, metaCatchUpNext)
 		delete(cfg.Metadata, metaCatchUpBound)
-	} else {
+	} else { // the whole state: another replica may have removed it meanwhile (caught up)
+		cfg.Metadata[metaCatchUpID] = cu.id
+		cfg.Metadata[metaCatchUpFrom] = cu.from
 		cfg.Metadata[metaCatchUpNext] = strconv.FormatUint(cu.next, 10)
 		cfg.Metadata[metaCatchUpBound] = strconv.FormatUint(cu.bound, 10)
+		cfg.Metadata[metaCatchUpOwn] = strconv.FormatUint(cu.own, 10)
 	}
 	if _, err := c.js.UpdateConsumer(ctx, c.stream, cfg); err != nil {
 		return fmt.Errorf("recording the catch-up's position: %w", err)

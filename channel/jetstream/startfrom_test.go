@@ -295,6 +295,41 @@ func TestCatchUpUntilRouted(t *testing.T) {
 	}
 }
 
+// TestCatchUpStateRecordedWhole: a replica whose catch-up records its position after
+// another replica finished the same catch-up (and removed its state) records the whole
+// state again, so that the next open goes on with it instead of failing on half of it.
+func TestCatchUpStateRecordedWhole(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	nc := connect(t, srv)
+	c := newChannel(t, nc, "ns/whole", WithRetention(time.Hour))
+	ctx := channeltest.Ctx(t, 60*time.Second)
+	cfg := c.consumerConfig("sub")
+	cfg.Metadata[metaCatchUpID] = "x1"
+	cfg.Metadata[metaCatchUpFrom] = "earliest"
+	cfg.Metadata[metaCatchUpNext] = "0"
+	cfg.Metadata[metaCatchUpBound] = "0"
+	cfg.Metadata[metaCatchUpOwn] = "0"
+	if _, err := c.js.CreateConsumer(ctx, c.stream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	lagging, err := parseCatchUp(cfg.Metadata) // the other replica's copy of the state
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.setCatchUp(ctx, "sub", nil); err != nil { // one replica caught up
+		t.Fatal(err)
+	}
+	lagging.bound = 7 // the other one moves its bound when routed
+	if err := c.setCatchUp(ctx, "sub", &lagging); err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.ConsumeFrom(ctx, "sub", channel.StartFrom{Earliest: true, Match: func(channel.Stored) bool { return true }})
+	if err != nil {
+		t.Fatalf("opening the subscription after the lagging replica recorded its position: %v", err)
+	}
+	_ = k.Close()
+}
+
 // BenchmarkCatchUp: a subscription started at earliest receives the b.N events stored
 // for another one (copied from the archive, then fetched).
 func BenchmarkCatchUp(b *testing.B) {
