@@ -34,6 +34,12 @@ const (
 	// catchUpRetryMax is the longest a copy waits before trying a failed page again (a full
 	// stream, the server unreachable).
 	catchUpRetryMax = 5 * time.Second
+	// routedGrace is how long after the broker routes to a subscription its copy goes on
+	// taking the events its filter accepts that were not routed to it: those other
+	// replicas, which take a configuration change a little later, stored meanwhile.
+	// routedStep is how often the copy moves its bound during that time.
+	routedGrace = time.Minute
+	routedStep  = 5 * time.Second
 )
 
 // ConsumeFrom opens the subscription called name like Consume (channel.Starter). If its
@@ -166,13 +172,16 @@ func startName(from channel.StartFrom) string {
 // catchUp copies the archive's messages from cu's position up to its bound that
 // from.Match accepts (and were not routed to name already) into name's subject, a page at
 // a time, recording after each page where it is. Once at the bound it waits for
-// from.Routed (if set) and moves the bound to the archive's end then: what was stored
-// between the open and the routing is copied too. Then it removes the copy's state.
+// from.Routed (if set) and moves the bound to the archive's end then, and every
+// routedStep until routedGrace has passed: what was stored between the open and the
+// routing is copied too, and what other replicas, routing to it a little later, stored
+// meanwhile. Then it removes the copy's state.
 // Failures are retried with a backoff until ctx ends (the consumer closed): a later open
 // goes on.
 func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, from channel.StartFrom) {
 	wait := minFetchBackoff
 	routed := from.Routed
+	var graceEnd, nextStep time.Time // set once routed; zero again once the grace has passed
 	var oc jetstream.Consumer
 	for ctx.Err() == nil {
 		var err error
@@ -189,16 +198,32 @@ func (c *Channel) catchUp(ctx context.Context, name string, cu catchUpState, fro
 		if err == nil && done && routed != nil {
 			select {
 			case <-routed:
+				routed, graceEnd = nil, time.Now().Add(routedGrace)
 			case <-ctx.Done():
 				return
 			}
+		}
+		if err == nil && done && routed == nil && !graceEnd.IsZero() {
+			// Routed: the bound moves to the archive's end now, then every routedStep
+			// until routedGrace has passed.
+			if wait := time.Until(nextStep); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return
+				}
+			}
+			last := !time.Now().Before(graceEnd)
 			var more bool
 			if more, err = c.extendCatchUp(ctx, name, &cu); err == nil {
-				routed = nil
+				nextStep = time.Now().Add(routedStep)
+				if last {
+					graceEnd = time.Time{}
+				}
 				if more {
 					oc = nil // the ordered consumer may have read past the old bound
-					continue
 				}
+				continue
 			}
 		}
 		if err == nil && done {

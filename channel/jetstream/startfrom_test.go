@@ -230,7 +230,8 @@ func TestRecreatedResumes(t *testing.T) {
 
 // TestCatchUpUntilRouted: a subscription opened with StartFrom.Routed gets the events
 // its filter accepts that were stored after it opened and before Routed was closed (the
-// broker's routing did not name it yet), once each, then those routed to it; both new
+// broker's routing did not name it yet) and, for routedGrace after, those not routed to
+// it (another replica's, routing later), once each, then those routed to it; both new
 // at earliest and re-created at latest, even when nothing was stored while it was gone.
 func TestCatchUpUntilRouted(t *testing.T) {
 	srv := startServer(t, t.TempDir())
@@ -249,8 +250,8 @@ func TestCatchUpUntilRouted(t *testing.T) {
 		recreated bool
 		want      []string
 	}{
-		{"new at earliest", channel.StartFrom{Earliest: true}, false, []string{"e00", "e02", "e04", "live"}},
-		{"re-created", channel.StartFrom{}, true, []string{"e02", "e04", "live"}},
+		{"new at earliest", channel.StartFrom{Earliest: true}, false, []string{"e00", "e02", "e04", "e06", "live"}},
+		{"re-created", channel.StartFrom{}, true, []string{"e02", "e04", "e06", "live"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			name := strings.ReplaceAll(tt.name, " ", "-")
@@ -280,6 +281,9 @@ func TestCatchUpUntilRouted(t *testing.T) {
 			channeltest.AckAll(t, channeltest.ReceiveN(t, other, 3, 20*time.Second))
 			close(routed)
 			pub([]string{name}, "live")
+			// Stored by another replica that takes the change a little later: not routed.
+			pub([]string{"other"}, "e06", "e07")
+			channeltest.AckAll(t, channeltest.ReceiveN(t, other, 2, 20*time.Second))
 			ms := channeltest.ReceiveN(t, k, len(tt.want), 30*time.Second)
 			channeltest.AckAll(t, ms)
 			var ids []string
