@@ -90,9 +90,20 @@ type dlqStore struct {
 	log    *ratelog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex
-	expired map[string]int // per trigger: entries a listing found past the age, reported by the next Put
+	mu       sync.Mutex
+	expired  map[string]int       // per trigger: entries a listing found past the age, reported by the next Put
+	recounts map[string]time.Time // per trigger: when this process last set its counters from its items
 }
+
+// recountEvery bounds how often a store sets a trigger's counters from its items before
+// evicting an entry that is not past its age: items may vanish without their counter
+// moving (DynamoDB's TTL, a process killed between a delete and its count), and counters
+// that count too many would evict live dead letters.
+const recountEvery = time.Minute
+
+// countTimeout bounds a counter update that follows a write or delete already done: it
+// runs even when the caller's context has ended, so that the counters follow the items.
+const countTimeout = 10 * time.Second
 
 // dlqMeta is a trigger's counters.
 type dlqMeta struct {
@@ -248,7 +259,7 @@ func (s *dlqStore) Put(ctx context.Context, trigger string, e dlq.Entry) (int, e
 	if err := s.write(ctx, trigger, id, &e, size); err != nil {
 		return 0, s.errf(trigger, err)
 	}
-	m, err := s.count(ctx, trigger, 1, size)
+	m, err := s.countAfter(ctx, trigger, 1, size)
 	if err != nil { // stored; the counters are off by it until a store or listing sets them again
 		s.log.Warn("dlq-count", "kinesis: dead-letter store: a dead letter was stored but not counted", "trigger", trigger, "err", err)
 		return 0, nil
@@ -381,6 +392,19 @@ func (s *dlqStore) evict(ctx context.Context, trigger string, own uint64, m dlqM
 			if !s.over(m) && !h.time.Before(cut) {
 				return n, nil
 			}
+			if !h.time.Before(cut) && s.recountDue(trigger) {
+				// About to evict a live dead letter for the bounds: first make sure the
+				// counters count what the items hold.
+				if err := s.recount(ctx, trigger); err != nil {
+					return n, err
+				}
+				if m, err = s.meta(ctx, trigger); err != nil {
+					return n, err
+				}
+				if !s.over(m) {
+					return n, nil
+				}
+			}
 			dropped, nm, err := s.drop(ctx, trigger, h)
 			if err != nil {
 				return n, err
@@ -432,8 +456,31 @@ func (s *dlqStore) drop(ctx context.Context, trigger string, h dlqHead) (bool, d
 	if err := s.deleteKeys(ctx, group, parts); err != nil {
 		s.log.Warn("dlq-parts", "kinesis: dead-letter store: parts of a deleted dead letter left in the table", "trigger", trigger, "id", h.id, "err", err)
 	}
-	m, err := s.count(ctx, trigger, -1, -h.size)
+	m, err := s.countAfter(ctx, trigger, -1, -h.size)
 	return true, m, err
+}
+
+// countAfter is count for a change already made to the items: it runs, within
+// countTimeout, even if ctx has ended.
+func (s *dlqStore) countAfter(ctx context.Context, trigger string, dn, db int64) (dlqMeta, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
+	defer cancel()
+	return s.count(ctx, trigger, dn, db)
+}
+
+// recountDue reports whether trigger's counters were not set from its items by this
+// process within recountEvery, and if so records that they are now.
+func (s *dlqStore) recountDue(trigger string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at, ok := s.recounts[trigger]; ok && s.now().Sub(at) < recountEvery {
+		return false
+	}
+	if s.recounts == nil {
+		s.recounts = map[string]time.Time{}
+	}
+	s.recounts[trigger] = s.now()
+	return true
 }
 
 // recount sets trigger's counters to what its items hold, unless they changed since it

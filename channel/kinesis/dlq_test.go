@@ -183,20 +183,18 @@ func TestDLQStoreCountersMendThemselves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A store finds 4 counted, past the bound of 3, and nothing older to evict but the
-	// last one: it evicts that one, and sets the counters to the 1 it holds.
+	// A store finds 4 counted, past the bound of 3: before evicting a live dead letter it
+	// sets the counters from the items (2 held), and evicts nothing.
 	n, err := s.Put(ctx, "ns/a", dlqtest.Entry("3", 10))
-	if err != nil || n != 1 {
-		t.Fatalf("put: evicted %d (%v); want 1", n, err)
+	if err != nil || n != 0 {
+		t.Fatalf("put: evicted %d (%v); want 0", n, err)
 	}
-	if m, _ := s.meta(ctx, "ns/a"); m.n != 1 {
-		t.Fatalf("the counters hold %d entries after the store; want 1", m.n)
+	if m, _ := s.meta(ctx, "ns/a"); m.n != 2 {
+		t.Fatalf("the counters hold %d entries after the store; want 2", m.n)
 	}
-	// Two more fit: nothing is evicted for entries that are not there.
-	for _, id := range []string{"4", "5"} {
-		if n, err := s.Put(ctx, "ns/a", dlqtest.Entry(id, 10)); err != nil || n != 0 {
-			t.Fatalf("put %s: evicted %d (%v); want 0", id, n, err)
-		}
+	// One more fits: nothing is evicted for entries that are not there.
+	if n, err := s.Put(ctx, "ns/a", dlqtest.Entry("4", 10)); err != nil || n != 0 {
+		t.Fatalf("put 4: evicted %d (%v); want 0", n, err)
 	}
 	// An entry written and not counted: a listing from the start counts it.
 	id, err := s.reserve(ctx, "ns/a")
@@ -208,8 +206,8 @@ func TestDLQStoreCountersMendThemselves(t *testing.T) {
 	if err := s.write(ctx, "ns/a", id, &e, e.Size()); err != nil {
 		t.Fatal(err)
 	}
-	if ids, p := listIDs(t, s, "ns/a"); ids != "3,4,5,uncounted," || p.Total != 4 {
-		t.Fatalf("listed %q, total %d; want 3,4,5,uncounted and 4", ids, p.Total)
+	if ids, p := listIDs(t, s, "ns/a"); ids != "2,3,4,uncounted," || p.Total != 4 {
+		t.Fatalf("listed %q, total %d; want 2,3,4,uncounted and 4", ids, p.Total)
 	}
 	if m, _ := s.meta(ctx, "ns/a"); m.n != 4 {
 		t.Fatalf("the counters hold %d entries after the listing; want 4", m.n)
@@ -217,8 +215,37 @@ func TestDLQStoreCountersMendThemselves(t *testing.T) {
 	if n, err := s.Put(ctx, "ns/a", dlqtest.Entry("6", 10)); err != nil || n != 2 {
 		t.Fatalf("put into 4 held, bound 3: evicted %d (%v); want 2", n, err)
 	}
-	if ids, _ := listIDs(t, s, "ns/a"); ids != "5,uncounted,6," {
-		t.Fatalf("listed %q; want 5,uncounted,6", ids)
+	if ids, _ := listIDs(t, s, "ns/a"); ids != "4,uncounted,6," {
+		t.Fatalf("listed %q; want 4,uncounted,6", ids)
+	}
+}
+
+// TestDLQStoreCountersTooHighEvictNoLive: items gone without their counter moving (as
+// DynamoDB's TTL deletes them) do not make the store keep fewer dead letters than its
+// bound: stores at the bound set the counters from the items before evicting a live one.
+func TestDLQStoreCountersTooHighEvictNoLive(t *testing.T) {
+	ctx := testCtx(t)
+	s := newTestDLQ(dlqTable(t), dlq.Limits{MaxEntries: 5, MaxBytes: 1 << 20, MaxAge: time.Hour})
+	for i := range 3 {
+		if _, err := s.Put(ctx, "ns/a", dlqtest.Entry(fmt.Sprint("a", i), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range items(t, s, "ns/a")[:2] {
+		if _, err := s.t.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.t.name), Key: s.t.key(s.group("ns/a"), k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evicted := 0
+	for i := range 17 {
+		n, err := s.Put(ctx, "ns/a", dlqtest.Entry(fmt.Sprint("b", i), 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted += n
+	}
+	if got := len(items(t, s, "ns/a")); got != 5 || evicted != 13 {
+		t.Fatalf("%d dead letters held, %d evicted; want 5 held (the bound) and 13 evicted", got, evicted)
 	}
 }
 
