@@ -18,8 +18,8 @@ import (
 	"github.com/sluice-broker/sluice/event"
 )
 
-// The dead-letter store's endpoints, under TriggersPath (docs/operations.md,
-// "Dead-letter store"):
+// The dead-letter store's endpoints, under TriggersPath (docs/dead-letters.md,
+// "HTTP API"):
 //
 //	GET  /triggers/<ns>/<name>/dlq[?after=ID&limit=N]  a page of its dead letters (DLQPage)
 //	POST /triggers/<ns>/<name>/dlq/redrive[?rate=N&id=ID...]  deliver them once more (DLQRedrive)

@@ -23,7 +23,7 @@ const annotationParallelism = "rabbitmq.eventing.knative.dev/parallelism"
 // Caps are a trigger's own delivery caps.
 type Caps struct {
 	// Rate is sluice.dev/max-delivery-rate: the trigger's delivery attempts start at most
-	// this many times a second (a token bucket, docs/operations.md); 0: no cap.
+	// this many times a second (a token bucket, docs/caps.md); 0: no cap.
 	Rate float64
 	// InFlight is sluice.dev/max-in-flight (or rabbitmq.eventing.knative.dev/parallelism): at most this many delivery attempts of the
 	// trigger are in flight at once, the ceiling of its adaptive in-flight limit (the

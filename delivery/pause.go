@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// Pausing (docs/operations.md): a paused dispatcher starts no attempt. Its receive loop
+// Pausing (docs/pause.md): a paused dispatcher starts no attempt. Its receive loop
 // takes no more messages from the consumer, so what is published meanwhile stays
 // stored in the channel (on a memory channel within its byte budget; past it ingress
 // answers 429 as it does for any full channel). Jobs it held already are parked as

@@ -1,7 +1,7 @@
 // Package dlq is the dead-letter store: where a trigger's events go when their delivery
 // failed for good and neither the trigger nor its broker names a deadLetterSink. They
 // are kept, bounded per trigger, for an operator to list, redrive or purge
-// (docs/operations.md, "Dead-letter store").
+// (docs/dead-letters.md).
 //
 // A Store keeps one list of entries per trigger, oldest first. The memory store here
 // lives as long as the process; a durable channel provides its own (channel.DLQStorer),

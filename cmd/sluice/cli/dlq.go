@@ -29,7 +29,7 @@ type dlqFlags struct {
 
 func (f *dlqFlags) register(fl *pflag.FlagSet) {
 	f.maxBytes = dlq.DefaultMaxBytes
-	fl.IntVar(&f.maxEntries, "dlq-max-entries", dlq.DefaultMaxEntries, "dead letters kept per trigger that has no deadLetterSink; past it the oldest are evicted (0: keep none, log and drop them; see docs/operations.md)")
+	fl.IntVar(&f.maxEntries, "dlq-max-entries", dlq.DefaultMaxEntries, "dead letters kept per trigger that has no deadLetterSink; past it the oldest are evicted (0: keep none, log and drop them; see docs/dead-letters.md)")
 	fl.Var(&f.maxBytes, "dlq-max-bytes", "bytes of dead letters kept per trigger; past it the oldest are evicted")
 	fl.DurationVar(&f.maxAge, "dlq-max-age", dlq.DefaultMaxAge, "how long a dead letter is kept")
 	fl.Var(&f.memory, "dlq-memory-limit", "bytes of dead letters kept in memory, all triggers together (the store of brokers whose channel keeps none); past it the oldest are evicted (default: a quarter of --memory-limit)")
@@ -65,7 +65,7 @@ and not while it is paused; each leaves the store only once that delivery is set
 (delivered, or stored again as a new dead letter). 'purge' of all of them stops a
 redrive. list, redrive and purge need the server's
 --ops-token-file (403 without it): a listing shows the events' data. See
-docs/operations.md, "Dead-letter store".`,
+docs/dead-letters.md.`,
 	}
 	cmd.AddCommand(newDLQListCmd(), newDLQActionCmd("redrive"), newDLQActionCmd("purge"))
 	return cmd

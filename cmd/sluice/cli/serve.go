@@ -96,7 +96,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
-	fl.IntVar(&f.dedupEntries, "dedup-max-entries", broker.DefaultDedupEntries, "(source, id) pairs the dedup window of one broker (sluice.dev/dedup-window) remembers; past it the oldest are forgotten early (docs/operations.md)")
+	fl.IntVar(&f.dedupEntries, "dedup-max-entries", broker.DefaultDedupEntries, "(source, id) pairs the dedup window of one broker (sluice.dev/dedup-window) remembers; past it the oldest are forgotten early (docs/dedup.md)")
 	fl.DurationVar(&f.reloadInterval, "reload-interval", 250*time.Millisecond, "how often the config is checked for changes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")

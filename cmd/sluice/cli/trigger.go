@@ -23,7 +23,7 @@ func newTriggerCmd() *cobra.Command {
 stored (on a memory channel within --memory-limit, then 429). On resume they are
 delivered, in order per key where ordering is on. The state lasts until the next
 pause or resume, a change of the trigger's sluice.dev/paused annotation, or a restart:
-the annotation is the durable way (docs/operations.md). The server must run with
+the annotation is the durable way (docs/pause.md). The server must run with
 --ops-token-file: without it, pause and resume answer 403.`,
 	}
 	cmd.AddCommand(newTriggerActionCmd("pause"), newTriggerActionCmd("resume"))
