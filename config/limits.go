@@ -11,7 +11,7 @@ import (
 )
 
 // Bounds on what a configuration may make Sluice spend. docs/config.md ("Limits") and
-// docs/security.md name them.
+// docs/limits.md name them.
 const (
 	// MaxConfigBytes bounds the files of one configuration together: the file, or every
 	// file of the directory, read at once. The refs file has a bound of its own, the same.

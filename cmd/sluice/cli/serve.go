@@ -92,7 +92,7 @@ GODEBUG=schedtrace=0 in the environment opts out.`,
 	fl.StringVar(&f.addr, "addr", ":8080", "address to listen on")
 	fl.Var(&f.maxEventBytes, "max-event-bytes", "largest request body accepted; larger ones get 413")
 	fl.Var(&f.memoryLimit, "memory-limit", "bytes all memory channels may hold together; when full, ingress answers 429")
-	fl.Var(&f.maxInflightBody, "max-inflight-body-bytes", "bytes the bodies of requests in progress may hold together, reserved before they are read; past it a request waits for room up to --read-timeout, then gets 503 (default: --memory-limit, at least --max-event-bytes; see docs/security.md)")
+	fl.Var(&f.maxInflightBody, "max-inflight-body-bytes", "bytes the bodies of requests in progress may hold together, reserved before they are read; past it a request waits for room up to --read-timeout, then gets 503 (default: --memory-limit, at least --max-event-bytes; see docs/limits.md)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", broker.DefaultShutdownTimeout, "on SIGTERM, how long to deliver queued events before exiting")
 	fl.DurationVar(&f.publishTimeout, "publish-timeout", broker.DefaultPublishTimeout, "how long ingress waits for a channel to store events before answering 503")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", delivery.DefaultMaxInFlight, "concurrent deliveries per trigger")
