@@ -217,7 +217,7 @@ func floorCell(f *floorResult) string {
 	}
 	var groups []string
 	for _, layout := range []struct{ name, text string }{
-		{"pinned", "broker and nginx each on 1 core"},
+		{"pinned", "the proxy alone on 1 core"},
 		{"shared", "all on the same cores"},
 	} {
 		var parts []string

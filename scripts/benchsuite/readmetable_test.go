@@ -40,7 +40,7 @@ const wantFixtureTable = `
 | kafka channel (Kafka on the same machine) | not run |  |
 | overload at 2× the memory broker's sustained rate | 320,000 × 2xx, 1,500 × 429, 2 × 503, 0 other (10 of the probe's 10 429s with Retry-After); peak RSS 169 MiB; 0 accepted events lost | IMC OOM-killed; TriggerMesh grew to 1.2 GB |
 | steady rate: the memory broker at half its sustained rate | 8,000 events/s: 61 µs of broker CPU per event; peak RSS 70 MiB (over the ramp and this run) |  |
-| broker CPU per event ÷ nginx proxy_pass's, same load | broker and nginx each on 1 core: 1.10× at 5,000 events/s, 1.25× at 17,600 events/s; all on the same cores: 1.50× at 5,000 events/s |  |
+| broker CPU per event ÷ nginx proxy_pass's, same load | the proxy alone on 1 core: 1.10× at 5,000 events/s, 1.25× at 17,600 events/s; all on the same cores: 1.50× at 5,000 events/s |  |
 
 From the run of 2026-01-02 03:04 UTC at commit abc1234 (` + "`go run ./scripts/benchsuite --sluice bin/sluice`" + `, a full run, not --quick) on 2 logical cores (Test CPU), the broker on CPU 1, load generator and receivers on CPU 0, 2 KiB events over 127.0.0.1. Every step, verdict and plot: [docs/benchmarks/](docs/benchmarks/README.md).
 
