@@ -80,7 +80,8 @@ test: deps lint chromium rabbitmq-server
 	exit $$rc
 
 # bench runs the whole-system benchmark suite (scripts/benchsuite, ~12 minutes) and
-# rewrites docs/benchmarks/README.md and docs/benchmarks/results/. It starts Kafka for the
+# rewrites docs/benchmarks/README.md, docs/benchmarks/results/ and README.md's performance
+# table (between its bench-table markers; not with --quick). It starts Kafka for the
 # kafka scenario; without Kafka that scenario is marked "not run".
 # BENCHFLAGS=--quick for a smoke run of a minute or two.
 BENCHFLAGS ?=

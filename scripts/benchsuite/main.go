@@ -7,8 +7,10 @@
 // that rate, samples the broker's CPU and peak RSS from /proc, then runs batched
 // delivery at N = 1, 10 and 100 events per POST (batch), the overload scenario (2× and
 // 4× each channel's sustained rate) and the nginx floor. It writes results.json, one
-// report directory per scenario (summary and PNG plots) and renders README.md with
-// the machine, the table and every target marked met or not.
+// report directory per scenario (summary and PNG plots), renders README.md with
+// the machine, the table and every target marked met or not, and rewrites the
+// performance table of the repository's README.md between its bench-table markers
+// (--readme; not on a --quick run).
 //
 //	go run ./scripts/benchsuite                       # full run, ~15 minutes
 //	go run ./scripts/benchsuite --quick --out /tmp/b  # smoke run
@@ -48,6 +50,7 @@ type options struct {
 	data      string
 	kafka     string // SLUICE_KAFKA_BROKERS
 	pin       bool
+	readme    string // the file whose performance table the run rewrites ("": none)
 }
 
 // suite holds what every scenario run needs.
@@ -74,14 +77,23 @@ func run() error {
 	var scen string
 	flag.BoolVar(&o.quick, "quick", false, "short steps and runs: a smoke test in well under a minute per scenario")
 	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run: "+strings.Join(allScenarios, ","))
-	flag.StringVar(&o.out, "out", "docs/benchmarks", "output directory: README.md and results/ are written there")
+	flag.StringVar(&o.out, "out", defaultOut, "output directory: README.md and results/ are written there")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary to run (default: build ./cmd/sluice into bin/sluice first)")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pinned layout: brokers on CPU 1 (taskset -c 1), generator and receivers on CPU 0 (needs 2 CPUs; the floor scenario reports both layouts whatever this says)")
 	flag.StringVar(&o.data, "data", "testdata/sample-ce-data.json", "event data file (2 KiB JSON)")
-	rerender := flag.Bool("rerender", false, "only re-judge <out>/results/results.json and rewrite <out>/README.md (no runs)")
+	flag.StringVar(&o.readme, "readme", "README.md", "file whose performance table, between the markers "+tableBegin+" and "+tableEnd+", is rewritten from the results (default README.md only when --out is the default "+defaultOut+"; empty: none; a --quick run leaves it alone)")
+	rerender := flag.Bool("rerender", false, "only re-judge <out>/results/results.json and rewrite <out>/README.md and --readme's table (no runs)")
 	flag.Parse()
+	readmeSet := false
+	flag.Visit(func(f *flag.Flag) { readmeSet = readmeSet || f.Name == "readme" })
+	o.readme = readmeTarget(o.out, o.readme, readmeSet)
 	if *rerender {
-		return rerenderREADME(o.out)
+		return rerenderREADME(o.out, o.readme)
+	}
+	if o.readme != "" && !o.quick {
+		if err := checkReadmeTable(o.readme); err != nil {
+			return err
+		}
 	}
 	o.kafka = os.Getenv("SLUICE_KAFKA_BROKERS")
 	for _, s := range strings.Split(scen, ",") {
@@ -184,6 +196,17 @@ func run() error {
 		return err
 	}
 	s.logf("wrote %s and %s", filepath.Join(o.out, "README.md"), filepath.Join(s.results, "results.json"))
+	if o.readme != "" {
+		skipped, err := writeReadmeTable(o.readme, filepath.Join(o.out, "README.md"), r)
+		if err != nil {
+			return err
+		}
+		if skipped != "" {
+			s.logf("%s", skipped)
+		} else {
+			s.logf("rewrote the performance table of %s", o.readme)
+		}
+	}
 	for _, v := range r.Verdicts {
 		s.logf("%-8s %s: %s%s", v.Status, v.Target, v.Measured, v.Why)
 	}
@@ -191,8 +214,13 @@ func run() error {
 }
 
 // rerenderREADME re-judges a saved results.json with this build's verdicts and rewrites
-// the README beside it.
-func rerenderREADME(out string) error {
+// the README beside it and, unless readme is "", the performance table in readme.
+func rerenderREADME(out, readme string) error {
+	if readme != "" {
+		if err := checkReadmeTable(readme); err != nil {
+			return err
+		}
+	}
 	js, err := os.ReadFile(filepath.Join(out, "results", "results.json"))
 	if err != nil {
 		return err
@@ -208,7 +236,17 @@ func rerenderREADME(out string) error {
 	if err := os.WriteFile(filepath.Join(out, "results", "results.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	return writeREADME(filepath.Join(out, "README.md"), &r)
+	if err := writeREADME(filepath.Join(out, "README.md"), &r); err != nil {
+		return err
+	}
+	if readme == "" {
+		return nil
+	}
+	skipped, err := writeReadmeTable(readme, filepath.Join(out, "README.md"), &r)
+	if skipped != "" {
+		fmt.Fprintln(os.Stderr, "benchsuite:", skipped)
+	}
+	return err
 }
 
 // primeDuration is the length of the unrecorded run each broker gets before its ramp.

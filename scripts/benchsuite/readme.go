@@ -280,6 +280,11 @@ go run ./scripts/benchsuite --scenarios memory,batch        # batched delivery, 
 
 Outputs: this README, ` + "`results/results.json`" + ` (every step), and per scenario
 ` + "`results/<scenario>/`" + `: ramp plots, and the ` + "`sluice bench`" + ` summary and plots of the latency run.
+With the default ` + "`--out docs/benchmarks`" + ` the suite also rewrites the performance table of the
+repository's README.md, between its ` + "`" + tableBegin + "`" + ` and ` + "`" + tableEnd + "`" + ` lines, and names the
+run under it (` + "`--readme FILE`" + ` for another file, ` + "`--readme ''`" + ` for none); a missing marker stops the run
+before it starts. A ` + "`--quick`" + ` run leaves that table alone. ` + "`go run ./scripts/benchsuite --rerender`" + `
+re-renders this README and that table from ` + "`results/results.json`" + ` without running anything.
 `
 
 // pairsCell renders an overload run's goodput and its pairs, "0.97× (8500/8800, …)".
