@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kafka"
+	"github.com/sluice-broker/sluice/event"
 )
 
 // evenIDs is the Match of the tests below: events "eN" with an even N that were not only
@@ -379,6 +381,80 @@ func waitJoined(t *testing.T, k channel.Consumer) {
 	for deadline := time.Now().Add(30 * time.Second); !j.Joined(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the consumer did not join its group in 30s")
+		}
+	}
+}
+
+// TestCatchUpReplicasRouteApart is the review's scenario: two replicas of a broker open a
+// new subscription at earliest; one routes to it; the other, whose routing does not have
+// it yet, stores events its filter accepts without routing them to it, then routes to it
+// a little later. The subscription gets those too, whichever replica owns their partition
+// (before the grace, those on the first replica's partitions were lost).
+func TestCatchUpReplicasRouteApart(t *testing.T) {
+	prefix := fmt.Sprintf("test-replicas-%d", rand.Uint32())
+	a, _ := newChannel(t, kafka.WithTopicPrefix(prefix))
+	b, _ := newChannel(t, kafka.WithTopicPrefix(prefix))
+	ctx := channeltest.Ctx(t, 120*time.Second)
+	channeltest.Publish(t, a, []string{"other"}, ev("e00"), ev("e01"))
+	routedA, routedB := make(chan struct{}), make(chan struct{})
+	var ks []channel.Consumer
+	for _, r := range []struct {
+		c      *kafka.Channel
+		routed chan struct{}
+	}{{a, routedA}, {b, routedB}} {
+		k, err := r.c.ConsumeFrom(ctx, "t", channel.StartFrom{Earliest: true, Match: evenIDs, Routed: r.routed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		ks = append(ks, k)
+	}
+	waitJoined(t, ks[0])
+	waitJoined(t, ks[1])
+	close(routedA)
+	time.Sleep(2 * time.Second) // a moves its bound at routing meanwhile (not needed to pass)
+	// Stored by b before it routes to the subscription: not routed to it; a key each,
+	// so that both replicas' partitions have some.
+	want := []string{"e00", "live"}
+	var evs []*event.Event
+	for i := 2; i < 34; i++ {
+		id := fmt.Sprintf("e%02d", i)
+		evs = append(evs, ev(id, event.Extension{Name: "partitionkey", Value: "k" + id}))
+		if i%2 == 0 {
+			want = append(want, id)
+		}
+	}
+	channeltest.Publish(t, b, []string{"other"}, evs...)
+	close(routedB)
+	channeltest.Publish(t, b, []string{"t"}, ev("live"))
+
+	got := make(chan string)
+	for _, k := range ks {
+		go func() {
+			for {
+				m, err := k.Receive(ctx)
+				if err != nil {
+					return
+				}
+				_ = m.Ack()
+				select {
+				case got <- m.Event().ID:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string]bool{}
+	for !hasAll(seen, want) {
+		select {
+		case id := <-got:
+			if !slices.Contains(want, id) {
+				t.Fatalf("got %s, not among %v", id, want)
+			}
+			seen[id] = true
+		case <-ctx.Done():
+			t.Fatalf("got %v of %v", seen, want)
 		}
 	}
 }
