@@ -87,7 +87,7 @@ func TestConsumeFromCatchesUp(t *testing.T) {
 		channeltest.Publish(t, c, []string{"other"}, ev(fmt.Sprintf("e%d", i)))
 	}
 	channeltest.Publish(t, c, []string{"other/dead-letter"}, ev("e20")) // a dead letter: not the new one's
-	time.Sleep(20 * time.Millisecond) // the records before mid have an earlier timestamp (whole ms)
+	time.Sleep(20 * time.Millisecond)                                   // the records before mid have an earlier timestamp (whole ms)
 	mid := time.Now()
 	time.Sleep(20 * time.Millisecond) // the records after mid have a later timestamp
 	channeltest.Publish(t, c, []string{"other"}, ev("e10"), ev("e11"))
