@@ -45,7 +45,7 @@ type consumer struct {
 
 	catch   atomic.Pointer[catchUp] // nil unless it started in the past and may still be catching up (startfrom.go)
 	latest  *channel.StartFrom      // opened from latest: poll resolves catch before its first fetch
-	boundMu sync.Mutex              // held while moving catch's bound at routing (routedBound)
+	boundMu sync.Mutex              // held while moving catch's bound (moveBound)
 
 	ownMu sync.Mutex
 	owned map[int32]bool // partitions the group assigned to this member now
@@ -238,9 +238,12 @@ func (k *consumer) poll() {
 			k.ch.log.Warn("fetch", "kafka: fetch failed; retrying", "topic", t, "partition", p, "subscription", k.name, "err", err)
 		})
 		// A record past a catch-up's bound is judged once the bound moved at routing (the
-		// broker routes to the subscription right after opening its triggers).
-		for k.ctx.Err() == nil && k.pastBound(fs) && !k.routedBound(k.ctx, true) {
-			k.sleep(time.Second)
+		// broker routes to the subscription right after opening its triggers), or in the
+		// grace after, moved again.
+		for k.ctx.Err() == nil && k.pastBound(fs) {
+			if !k.moveBound(k.ctx, true) {
+				k.sleep(time.Second)
+			}
 		}
 		if k.ctx.Err() != nil {
 			k.cl.AllowRebalance()

@@ -19,21 +19,32 @@ import (
 
 var _ channel.Starter = (*Channel)(nil)
 
-// startTimeout bounds the cluster requests of ConsumeFrom.
-const startTimeout = 10 * time.Second
+const (
+	// startTimeout bounds the cluster requests of ConsumeFrom.
+	startTimeout = 10 * time.Second
+	// routedGrace is how long after the broker routes to a subscription its catch-up goes
+	// on taking the records its filter accepts that were not routed to it: those other
+	// replicas, which take a configuration change a little later, stored meanwhile.
+	routedGrace = time.Minute
+)
 
 // catchUp is what a subscription started in the past delivers besides its routed
 // records: the records below bound (per partition, the end offsets when it was created,
-// then when routed was closed) and at or past low (where it was removed, for a
-// re-created one whose group never committed; missing: from its position) that match
-// accepts. It is not changed once stored in a consumer: moving the bound stores a new one.
+// then when routed was closed, then while grace lasts) and at or past low (where it was
+// removed, for a re-created one whose group never committed; missing: from its
+// position) that match accepts. It is not changed once stored in a consumer: moving the
+// bound stores a new one.
 type catchUp struct {
 	bound  map[int32]int64
 	low    map[int32]int64
 	match  func(channel.Stored) bool
-	marker string          // the group whose committed offsets hold bound while catching up
+	marker string          // the group whose committed offsets hold bound (and grace) while catching up
 	routed <-chan struct{} // StartFrom.Routed until the bound moved past it; nil then, or when none
-	done   atomic.Bool     // every partition's commit reached bound: the marker is deleted
+	// grace, when not zero, is routedGrace after Routed was closed: until then a record
+	// past bound that match accepts and that is not routed to the subscription moves the
+	// bound to the end offsets first; after it the bound moves once more, for good.
+	grace time.Time
+	done  atomic.Bool // every partition's commit reached its final bound: the marker is deleted
 }
 
 // startGroup is the consumer group whose committed offsets record, while the
@@ -48,11 +59,14 @@ func (c *Channel) startGroup(name string) string { return c.group(name) + "/star
 // with that catch-up (the events stored while it was gone; from where it was removed
 // when its group never committed), unless from is not latest: then it starts at from.
 // With from.Routed, the catch-up goes on past those end offsets: once from.Routed is
-// closed, its bound moves to the topic's end offsets then (routedBound), and it is not
-// over before. The end offsets are committed first to a group of their own (<group>/start-from),
-// read back by a later call until the catch-up is over (every partition's commit past
-// them; then that group is deleted): a process killed while catching up goes on after
-// its restart.
+// closed, its bound moves to the topic's end offsets then (moveBound), and for
+// routedGrace after that it moves to the end offsets again before a record past it that
+// from.Match accepts and that is not routed to the subscription (another replica, routing
+// to it a little later, stored it meanwhile) is judged; once routedGrace has passed, it
+// moves to the end offsets a last time. The end offsets (and the grace's end) are
+// committed first to a group of their own (<group>/start-from), read back by a later
+// call until the catch-up is over (every partition's commit past the last bound; then
+// that group is deleted): a process killed while catching up goes on after its restart.
 //
 // From latest it does not wait for the cluster, as Consume: the consumer looks for a
 // catch-up to honour before its first fetch, retrying while the cluster does not answer.
@@ -104,13 +118,13 @@ func (c *Channel) resolveCatchUp(ctx context.Context, name string, from channel.
 	if err := c.ensureTopic(ctx); err != nil {
 		return nil, err
 	}
-	bound, low, err := c.catchUpBound(ctx, name, from)
+	bound, low, grace, err := c.catchUpBound(ctx, name, from)
 	if err != nil || len(bound) == 0 {
 		return nil, err
 	}
 	c.cfg.logger.Info("kafka: subscription catching up with the events stored before it existed",
 		"subscription", name, "group", c.group(name), "from", startName(from), "until_offsets", bound, "from_offsets", low)
-	return &catchUp{bound: bound, low: low, match: from.Match, marker: c.startGroup(name), routed: from.Routed}, nil
+	return &catchUp{bound: bound, low: low, match: from.Match, marker: c.startGroup(name), routed: from.Routed, grace: grace}, nil
 }
 
 // resolveLatest sets the consumer's catch-up when it was opened from latest: called by
@@ -160,7 +174,8 @@ func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64,
 }
 
 // catchUpBound returns where the subscription's catch-up ends, per partition, or nil
-// when it has none, and where it begins when not at the group's position. A
+// when it has none, where it begins when not at the group's position, and the end of its
+// grace after routing when one was recorded (zero: none). A
 // subscription whose group committed before resumes without one; one re-created after
 // Remove (its removed marker is there) resumes from its commit with a catch-up up to the
 // end offsets now (from the end offsets at its removal, recorded in its marker, when its
@@ -168,34 +183,34 @@ func (c *Channel) committed(ctx context.Context, group string) (map[int32]int64,
 // from, or as Consume when from is latest. A catch-up's bounds are recorded before the
 // group's start offsets are committed, so that a crash in between is resumed by the next
 // call.
-func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (bound, low map[int32]int64, err error) {
+func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.StartFrom) (bound, low map[int32]int64, grace time.Time, err error) {
 	marker, removed, group := c.startGroup(name), c.removedGroup(name), c.group(name)
-	bound, low, err = c.committedMeta(ctx, marker)
+	bound, low, grace, err = c.committedMeta(ctx, marker)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
 	gone, err := c.committed(ctx, removed)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
 	have, err := c.committed(ctx, group)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
 	recreated := len(gone) > 0
 	switch {
 	case len(bound) > 0: // a catch-up under way
 	case len(have) > 0 && !recreated:
-		return nil, nil, nil // it exists: it resumes where it stopped
+		return nil, nil, time.Time{}, nil // it exists: it resumes where it stopped
 	case !recreated && from.Latest():
-		return nil, nil, nil // new: as Consume
+		return nil, nil, time.Time{}, nil // new: as Consume
 	default:
 		ends, err := c.adm.ListEndOffsets(ctx, c.topic)
 		if err == nil {
 			err = ends.Error()
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing end offsets: %w", err)
+			return nil, nil, time.Time{}, fmt.Errorf("listing end offsets: %w", err)
 		}
 		bound = map[int32]int64{}
 		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = o.Offset })
@@ -204,8 +219,8 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 			// reads them from the start); what it missed, those stored since its removal.
 			low = gone
 		}
-		if err := c.commitMarker(ctx, marker, bound, low); err != nil {
-			return nil, nil, err
+		if err := c.commitMarker(ctx, marker, bound, low, time.Time{}); err != nil {
+			return nil, nil, time.Time{}, err
 		}
 	}
 	if !from.Latest() && (len(have) == 0 || recreated) {
@@ -219,45 +234,80 @@ func (c *Channel) catchUpBound(ctx context.Context, name string, from channel.St
 			err = starts.Error()
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing start offsets: %w", err)
+			return nil, nil, time.Time{}, fmt.Errorf("listing start offsets: %w", err)
 		}
 		at := map[int32]int64{}
 		starts.Each(func(o kadm.ListedOffset) { at[o.Partition] = o.Offset })
 		if err := c.commitOffsets(ctx, group, at); err != nil {
-			return nil, nil, err
+			return nil, nil, time.Time{}, err
 		}
 	}
 	if recreated {
 		if err := c.deleteGroup(ctx, removed); err != nil {
-			return nil, nil, err
+			return nil, nil, time.Time{}, err
 		}
 	}
-	return bound, low, nil
+	return bound, low, grace, nil
 }
 
-// lowMeta prefixes the metadata of a catch-up marker's offset that records where the
-// catch-up begins on that partition.
-const lowMeta = "low="
+// lowMeta prefixes the field of a catch-up marker offset's metadata that records where
+// the catch-up begins on that partition; graceMeta the field that records the end of its
+// grace after routing (milliseconds since the Unix epoch). Fields are separated by a space.
+const (
+	lowMeta   = "low="
+	graceMeta = "grace="
+)
+
+// markerMeta returns the metadata of a catch-up marker's offset: low (when has) and grace
+// (when not zero).
+func markerMeta(low int64, has bool, grace time.Time) string {
+	var fs []string
+	if has {
+		fs = append(fs, lowMeta+strconv.FormatInt(low, 10))
+	}
+	if !grace.IsZero() {
+		fs = append(fs, graceMeta+strconv.FormatInt(grace.UnixMilli(), 10))
+	}
+	return strings.Join(fs, " ")
+}
+
+// parseMarkerMeta reads markerMeta's fields; fields it does not know or cannot read are
+// ignored (as if not recorded).
+func parseMarkerMeta(meta string) (low int64, has bool, grace time.Time) {
+	for _, f := range strings.Fields(meta) {
+		if v, ok := strings.CutPrefix(f, lowMeta); ok {
+			if at, err := strconv.ParseInt(v, 10, 64); err == nil {
+				low, has = at, true
+			}
+		} else if v, ok := strings.CutPrefix(f, graceMeta); ok {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+				grace = time.UnixMilli(ms)
+			}
+		}
+	}
+	return low, has, grace
+}
 
 // commitMarker commits a catch-up's bounds to its marker group: bound as the offsets,
-// low (if any) in their metadata.
-func (c *Channel) commitMarker(ctx context.Context, marker string, bound, low map[int32]int64) error {
+// low (if any) and grace (if not zero) in their metadata.
+func (c *Channel) commitMarker(ctx context.Context, marker string, bound, low map[int32]int64, grace time.Time) error {
 	meta := map[int32]string{}
-	for p, at := range low {
-		meta[p] = lowMeta + strconv.FormatInt(at, 10)
+	for p := range bound {
+		at, has := low[p]
+		meta[p] = markerMeta(at, has, grace)
 	}
 	return c.commitOffsetsMeta(ctx, marker, bound, meta)
 }
 
-// committedMeta returns a catch-up marker's bounds (commitMarker); low is nil when none
-// was recorded.
-func (c *Channel) committedMeta(ctx context.Context, marker string) (bound, low map[int32]int64, err error) {
+// committedMeta returns a catch-up marker's bounds and grace (commitMarker); low is nil
+// and grace zero when none was recorded.
+func (c *Channel) committedMeta(ctx context.Context, marker string) (bound, low map[int32]int64, grace time.Time, err error) {
 	rs, err := c.adm.FetchOffsets(ctx, marker)
 	if errors.Is(err, kerr.GroupIDNotFound) {
-		return nil, nil, nil
+		return nil, nil, time.Time{}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the offsets of group %s: %w", marker, err)
+		return nil, nil, time.Time{}, fmt.Errorf("reading the offsets of group %s: %w", marker, err)
 	}
 	for p, o := range rs[c.topic] {
 		if o.Err != nil || o.At < 0 {
@@ -267,16 +317,18 @@ func (c *Channel) committedMeta(ctx context.Context, marker string) (bound, low 
 			bound = map[int32]int64{}
 		}
 		bound[p] = o.At
-		if v, ok := strings.CutPrefix(o.Metadata, lowMeta); ok {
-			if at, err := strconv.ParseInt(v, 10, 64); err == nil {
-				if low == nil {
-					low = map[int32]int64{}
-				}
-				low[p] = at
+		at, has, g := parseMarkerMeta(o.Metadata)
+		if has {
+			if low == nil {
+				low = map[int32]int64{}
 			}
+			low[p] = at
+		}
+		if g.After(grace) {
+			grace = g
 		}
 	}
-	return bound, low, nil
+	return bound, low, grace, nil
 }
 
 // removedGroup is the consumer group whose existence says that the subscription called
@@ -351,17 +403,23 @@ func (k *consumer) catches(r *kgo.Record) bool {
 }
 
 // checkCaughtUp deletes the catch-up's marker group once the subscription's group has
-// committed, on every partition, at least its bound, moved past its Routed channel first.
+// committed, on every partition, at least its final bound: moved past its Routed channel
+// and then once more after its grace.
 func (k *consumer) checkCaughtUp(ctx context.Context) {
 	cu := k.catch.Load()
 	if cu == nil || cu.done.Load() {
 		return
 	}
-	if cu.routed != nil {
-		if !k.routedBound(ctx, false) {
+	if cu.routed != nil || !cu.grace.IsZero() {
+		if cu.routed == nil && time.Now().Before(cu.grace) {
+			return // in the grace: the bound moves on
+		}
+		if !k.moveBound(ctx, false) {
 			return // not routed yet: what is stored until then is caught up too
 		}
-		cu = k.catch.Load()
+		if cu = k.catch.Load(); cu.routed != nil || !cu.grace.IsZero() {
+			return // routed just now: the grace begins
+		}
 	}
 	have, err := k.ch.committed(ctx, k.group)
 	if err != nil {
@@ -381,49 +439,68 @@ func (k *consumer) checkCaughtUp(ctx context.Context) {
 }
 
 // pastBound reports whether fs holds a record at or past the bound of a catch-up whose
-// Routed channel is still to be waited for: it cannot be judged before the bound moves.
+// bound is still to move (its Routed channel is to be waited for, or it is in its grace)
+// that the catch-up's match accepts and that is not routed to the subscription: it
+// cannot be judged before the bound moves. Records routed to the subscription are
+// delivered, and those match refuses skipped, wherever the bound is.
 func (k *consumer) pastBound(fs kgo.Fetches) bool {
 	cu := k.catch.Load()
-	if cu == nil || cu.routed == nil {
+	if cu == nil || cu.done.Load() || cu.routed == nil && cu.grace.IsZero() {
 		return false
 	}
 	past := false
 	fs.EachRecord(func(r *kgo.Record) {
-		if b, ok := cu.bound[r.Partition]; !ok || r.Offset >= b {
+		if past || routedTo(r, k.name) {
+			return
+		}
+		if b, ok := cu.bound[r.Partition]; (!ok || r.Offset >= b) && cu.match(channel.Stored{Event: decodeRecord(r), Time: r.Timestamp, Subscriptions: routes(r)}) {
 			past = true
 		}
 	})
 	return past
 }
 
-// routedBound moves the bound of the consumer's catch-up, once its Routed channel is
-// closed (the broker's routing names the subscription), to the topic's end offsets then:
-// the records stored between the open and the routing are caught up too. The new bound
-// is committed to the marker group before it is used, so that a restart goes on with it.
-// With wait it waits for Routed until ctx ends; without, it returns at once while Routed
-// is open. It reports whether the bound is final (nothing left to wait for).
-func (k *consumer) routedBound(ctx context.Context, wait bool) bool {
+// moveBound moves the bound of the consumer's catch-up to the topic's end offsets: once
+// its Routed channel is closed (the broker's routing names the subscription), beginning
+// its grace (routedGrace from now); in its grace; and once after its grace, ending it
+// (that bound is final). The records stored between the open and the routing, and those
+// other replicas stored in the grace, are caught up too. The new bound and grace are
+// committed to the marker group before they are used, so that a restart goes on with
+// them. With wait it waits for Routed until ctx ends; without, it returns at once while
+// Routed is open. It reports false when it did not move (Routed open, or the cluster
+// failed), true when it moved or has nothing to move.
+func (k *consumer) moveBound(ctx context.Context, wait bool) bool {
 	cu := k.catch.Load()
-	if cu == nil || cu.routed == nil {
+	if cu == nil || cu.routed == nil && cu.grace.IsZero() {
 		return true
 	}
-	if wait {
-		select {
-		case <-cu.routed:
-		case <-ctx.Done():
-			return false
-		}
-	} else {
-		select {
-		case <-cu.routed:
-		default:
-			return false
+	if cu.routed != nil {
+		if wait {
+			select {
+			case <-cu.routed:
+			case <-ctx.Done():
+				return false
+			}
+		} else {
+			select {
+			case <-cu.routed:
+			default:
+				return false
+			}
 		}
 	}
 	k.boundMu.Lock()
 	defer k.boundMu.Unlock()
-	if cu = k.catch.Load(); cu == nil || cu.routed == nil {
+	if k.catch.Load() != cu {
 		return true // moved meanwhile
+	}
+	now := time.Now()
+	grace := cu.grace
+	switch {
+	case cu.routed != nil:
+		grace = now.Add(routedGrace)
+	case !now.Before(grace):
+		grace = time.Time{} // past the grace: this bound is final
 	}
 	ends, err := k.ch.adm.ListEndOffsets(ctx, k.ch.topic)
 	if err == nil {
@@ -432,15 +509,21 @@ func (k *consumer) routedBound(ctx context.Context, wait bool) bool {
 	if err == nil {
 		bound := maps.Clone(cu.bound)
 		ends.Each(func(o kadm.ListedOffset) { bound[o.Partition] = max(bound[o.Partition], o.Offset) })
-		if err = k.ch.commitMarker(ctx, cu.marker, bound, cu.low); err == nil {
-			k.catch.Store(&catchUp{bound: bound, low: cu.low, match: cu.match, marker: cu.marker})
-			k.ch.cfg.logger.Info("kafka: subscription routed: its catch-up goes on up to the end offsets now",
-				"subscription", k.name, "group", k.group, "until_offsets", bound)
+		if err = k.ch.commitMarker(ctx, cu.marker, bound, cu.low, grace); err == nil {
+			k.catch.Store(&catchUp{bound: bound, low: cu.low, match: cu.match, marker: cu.marker, grace: grace})
+			switch {
+			case cu.routed != nil:
+				k.ch.cfg.logger.Info("kafka: subscription routed: its catch-up goes on up to the end offsets now, and for a grace after",
+					"subscription", k.name, "group", k.group, "until_offsets", bound, "grace_until", grace)
+			case grace.IsZero():
+				k.ch.cfg.logger.Info("kafka: subscription's grace after routing over: its catch-up ends at the end offsets now",
+					"subscription", k.name, "group", k.group, "until_offsets", bound)
+			}
 			return true
 		}
 	}
 	if ctx.Err() == nil {
-		k.ch.log.Warn("catchup", "kafka: cannot move the catch-up's bound to the end offsets at routing; retrying",
+		k.ch.log.Warn("catchup", "kafka: cannot move the catch-up's bound to the end offsets; retrying",
 			"subscription", k.name, "group", k.group, "err", err)
 	}
 	return false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/channel"
 	"github.com/sluice-broker/sluice/channel/channeltest"
 	"github.com/sluice-broker/sluice/channel/kafka"
+	"github.com/sluice-broker/sluice/event"
 )
 
 // evenIDs is the Match of the tests below: events "eN" with an even N that were not only
@@ -84,6 +87,7 @@ func TestConsumeFromCatchesUp(t *testing.T) {
 		channeltest.Publish(t, c, []string{"other"}, ev(fmt.Sprintf("e%d", i)))
 	}
 	channeltest.Publish(t, c, []string{"other/dead-letter"}, ev("e20")) // a dead letter: not the new one's
+	time.Sleep(20 * time.Millisecond)                                   // the records before mid have an earlier timestamp (whole ms)
 	mid := time.Now()
 	time.Sleep(20 * time.Millisecond) // the records after mid have a later timestamp
 	channeltest.Publish(t, c, []string{"other"}, ev("e10"), ev("e11"))
@@ -276,11 +280,12 @@ func TestConsumeFromLatestNeedsNoAnswer(t *testing.T) {
 
 // TestCatchUpUntilRouted: a subscription opened with StartFrom.Routed gets the events
 // Match accepts that were stored after its catch-up's bound was taken and before Routed
-// was closed (the broker's routing did not name it yet), then those routed to it; both
+// was closed (the broker's routing did not name it yet) and, in the grace after, those
+// not routed to it (another replica's, routing later), then those routed to it; both
 // new at earliest and re-created at latest, even when nothing was stored while it was
 // gone; and, closed once routed and opened again without Routed (a restart), from the
-// bound recorded at routing. Each waits until its consumer joined its group (for the
-// re-created one, its catch-up was resolved then) before those events are stored.
+// bound and grace recorded at routing. Each waits until its consumer joined its group
+// (for the re-created one, its catch-up was resolved then) before those events are stored.
 func TestCatchUpUntilRouted(t *testing.T) {
 	ctx := channeltest.Ctx(t, 180*time.Second)
 	for _, tt := range []struct {
@@ -290,9 +295,9 @@ func TestCatchUpUntilRouted(t *testing.T) {
 		restart   bool
 		want      []string
 	}{
-		{"new at earliest", channel.StartFrom{Earliest: true}, false, false, []string{"e00", "e02", "e04", "live"}},
-		{"re-created", channel.StartFrom{}, true, false, []string{"e02", "e04", "live"}},
-		{"restarted after routing", channel.StartFrom{Earliest: true}, false, true, []string{"e00", "e02", "e04", "live"}},
+		{"new at earliest", channel.StartFrom{Earliest: true}, false, false, []string{"e00", "e02", "e04", "e06", "live"}},
+		{"re-created", channel.StartFrom{}, true, false, []string{"e02", "e04", "e06", "live"}},
+		{"restarted after routing", channel.StartFrom{Earliest: true}, false, true, []string{"e00", "e02", "e04", "e06", "live"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := newChannel(t) // a topic of its own: the ids are the same in each
@@ -323,7 +328,15 @@ func TestCatchUpUntilRouted(t *testing.T) {
 			channeltest.Publish(t, c, []string{"other"}, ev("e02"), ev("e03"), ev("e04"))
 			close(routed)
 			channeltest.Publish(t, c, []string{name}, ev("live"))
-			if tt.restart { // nothing acknowledged: it all comes again, from the marker's bound
+			// e02 or e04 handed out: the bound moved at routing (and was recorded).
+			taken := receiveAny(t, k, "e02", "e04")
+			want := tt.want
+			if !tt.restart {
+				channeltest.AckAll(t, taken)
+				want = slices.DeleteFunc(slices.Clone(want), func(id string) bool {
+					return slices.ContainsFunc(taken, func(m channel.Message) bool { return m.Event().ID == id })
+				})
+			} else { // nothing acknowledged: it all comes again, from the marker's bound
 				if err := k.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -333,8 +346,29 @@ func TestCatchUpUntilRouted(t *testing.T) {
 				}
 				defer k.Close()
 			}
-			receiveIDs(t, k, 2*time.Second, tt.want, tt.want...)
+			// Stored by another replica that takes the change a little later: not routed.
+			channeltest.Publish(t, c, []string{"other"}, ev("e06"), ev("e07"))
+			receiveIDs(t, k, 2*time.Second, tt.want, want...)
 		})
+	}
+}
+
+// receiveAny takes what k hands out, without settling it, until one of ids comes, and
+// returns what it took.
+func receiveAny(t *testing.T, k channel.Consumer, ids ...string) []channel.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ms []channel.Message
+	for {
+		m, err := k.Receive(ctx)
+		if err != nil {
+			t.Fatalf("none of %v came: %v", ids, err)
+		}
+		ms = append(ms, m)
+		if slices.Contains(ids, m.Event().ID) {
+			return ms
+		}
 	}
 }
 
@@ -348,6 +382,80 @@ func waitJoined(t *testing.T, k channel.Consumer) {
 	for deadline := time.Now().Add(30 * time.Second); !j.Joined(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the consumer did not join its group in 30s")
+		}
+	}
+}
+
+// TestCatchUpReplicasRouteApart is the review's scenario: two replicas of a broker open a
+// new subscription at earliest; one routes to it; the other, whose routing does not have
+// it yet, stores events its filter accepts without routing them to it, then routes to it
+// a little later. The subscription gets those too, whichever replica owns their partition
+// (before the grace, those on the first replica's partitions were lost).
+func TestCatchUpReplicasRouteApart(t *testing.T) {
+	prefix := fmt.Sprintf("test-replicas-%d", rand.Uint32())
+	a, _ := newChannel(t, kafka.WithTopicPrefix(prefix))
+	b, _ := newChannel(t, kafka.WithTopicPrefix(prefix))
+	ctx := channeltest.Ctx(t, 120*time.Second)
+	channeltest.Publish(t, a, []string{"other"}, ev("e00"), ev("e01"))
+	routedA, routedB := make(chan struct{}), make(chan struct{})
+	var ks []channel.Consumer
+	for _, r := range []struct {
+		c      *kafka.Channel
+		routed chan struct{}
+	}{{a, routedA}, {b, routedB}} {
+		k, err := r.c.ConsumeFrom(ctx, "t", channel.StartFrom{Earliest: true, Match: evenIDs, Routed: r.routed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		ks = append(ks, k)
+	}
+	waitJoined(t, ks[0])
+	waitJoined(t, ks[1])
+	close(routedA)
+	time.Sleep(2 * time.Second) // a moves its bound at routing meanwhile (not needed to pass)
+	// Stored by b before it routes to the subscription: not routed to it; a key each,
+	// so that both replicas' partitions have some.
+	want := []string{"e00", "live"}
+	var evs []*event.Event
+	for i := 2; i < 34; i++ {
+		id := fmt.Sprintf("e%02d", i)
+		evs = append(evs, ev(id, event.Extension{Name: "partitionkey", Value: "k" + id}))
+		if i%2 == 0 {
+			want = append(want, id)
+		}
+	}
+	channeltest.Publish(t, b, []string{"other"}, evs...)
+	close(routedB)
+	channeltest.Publish(t, b, []string{"t"}, ev("live"))
+
+	got := make(chan string)
+	for _, k := range ks {
+		go func() {
+			for {
+				m, err := k.Receive(ctx)
+				if err != nil {
+					return
+				}
+				_ = m.Ack()
+				select {
+				case got <- m.Event().ID:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string]bool{}
+	for !hasAll(seen, want) {
+		select {
+		case id := <-got:
+			if !slices.Contains(want, id) {
+				t.Fatalf("got %s, not among %v", id, want)
+			}
+			seen[id] = true
+		case <-ctx.Done():
+			t.Fatalf("got %v of %v", seen, want)
 		}
 	}
 }
