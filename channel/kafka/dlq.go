@@ -256,18 +256,29 @@ func (s *dlqStore) catchUp(ctx context.Context) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	ends, err := s.c.adm.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return err
+	// A topic just created may not be in every broker's metadata yet: its end offset is
+	// asked again until it is, within dlqTimeout.
+	for {
+		ends, err := s.c.adm.ListEndOffsets(ctx, s.topic)
+		if err != nil {
+			return err
+		}
+		o, ok := ends.Lookup(s.topic, 0)
+		switch {
+		case ok && o.Err == nil:
+			return s.waitApplied(ctx, o.Offset)
+		case ok && !kerr.IsRetriable(o.Err):
+			return o.Err
+		}
+		select {
+		case <-ctx.Done():
+			if ok {
+				return fmt.Errorf("end offset of %s: %w (%w)", s.topic, o.Err, ctx.Err())
+			}
+			return fmt.Errorf("no end offset for %s: %w", s.topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	o, ok := ends.Lookup(s.topic, 0)
-	if !ok {
-		return fmt.Errorf("no end offset for %s", s.topic)
-	}
-	if o.Err != nil {
-		return o.Err
-	}
-	return s.waitApplied(ctx, o.Offset)
 }
 
 // tombstones writes a tombstone for each key without waiting for the cluster: the
