@@ -86,6 +86,16 @@ func (c *Channel) ConsumeFrom(ctx context.Context, name string, from channel.Sta
 	}
 	actx, cancel := context.WithTimeout(ctx, startTimeout)
 	cu, err := c.resolveCatchUp(actx, name, from)
+	// A coordinator still loading (a cluster just started, a group just moved) answers
+	// with a retriable error: asked again, within startTimeout. resolveCatchUp records
+	// before it commits, so running it again goes on where it stopped.
+	for err != nil && kerr.IsRetriable(err) && actx.Err() == nil {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			cu, err = c.resolveCatchUp(actx, name, from)
+		case <-actx.Done():
+		}
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("kafka channel %s: start of subscription %s from %s: %w", c.topic, name, startName(from), channel.Refuse(channel.ErrUnavailable, "the channel's Kafka cluster did not answer", err))
