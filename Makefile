@@ -79,7 +79,7 @@ test: deps lint chromium rabbitmq-server
 	$(GO) test -count=1 -timeout 20m ./test/e2e || rc=1; \
 	exit $$rc
 
-# bench runs the whole-system benchmark suite (scripts/benchsuite, ~12 minutes) and
+# bench runs the whole-system benchmark suite (scripts/benchsuite, ~35 minutes on 2 cores) and
 # rewrites docs/benchmarks/README.md, docs/benchmarks/results/ and README.md's performance
 # table (between its bench-table markers; not with --quick). It starts Kafka for the
 # kafka scenario; without Kafka that scenario is marked "not run".
