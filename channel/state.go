@@ -47,3 +47,24 @@ type StateStorer interface {
 	// ErrNoStateStore when the channel as configured keeps none.
 	StateStore(ctx context.Context) (StateStore, error)
 }
+
+// WatchedFlags returns trigger's flags as watch (a StateStore's Watch) reports them up to
+// its empty StateChange: the Get of a store that can only read its log whole. synced is
+// false when the watch ended before that (ctx ended, or the backend failed).
+func WatchedFlags(ctx context.Context, watch func(context.Context) (<-chan StateChange, error), trigger string) (f TriggerFlags, synced bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the watch once synced
+	w, err := watch(ctx)
+	if err != nil {
+		return TriggerFlags{}, false, err
+	}
+	for c := range w {
+		if c.Trigger == "" {
+			return f, true, nil
+		}
+		if c.Trigger == trigger {
+			f = c.Flags
+		}
+	}
+	return TriggerFlags{}, false, nil
+}

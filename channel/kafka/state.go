@@ -84,20 +84,9 @@ func (s *stateStore) Set(ctx context.Context, trigger string, f channel.TriggerF
 
 // Get reads the topic to its end: a store's flags are few.
 func (s *stateStore) Get(ctx context.Context, trigger string) (channel.TriggerFlags, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.Watch(ctx)
-	if err != nil {
-		return channel.TriggerFlags{}, err
-	}
-	var f channel.TriggerFlags
-	for c := range w {
-		if c.Trigger == "" {
-			return f, nil
-		}
-		if c.Trigger == trigger {
-			f = c.Flags
-		}
+	f, synced, err := channel.WatchedFlags(ctx, s.Watch, trigger)
+	if err != nil || synced {
+		return f, err
 	}
 	return channel.TriggerFlags{}, fmt.Errorf("kafka: flags of trigger %s: %w", trigger, unavailableErr(errors.Join(ctx.Err(), errors.New("the state topic could not be read"))))
 }
