@@ -37,7 +37,7 @@ func (c *Channel) DLQStore(_ context.Context, lim dlq.Limits) (dlq.Store, error)
 		name = name[:249-len(".dlq")]
 	}
 	return &dlqStore{
-		c: c, lim: lim, topic: name + ".dlq", sem: make(chan struct{}, 1), now: time.Now,
+		c: c, lim: lim, topic: name + ".dlq", now: time.Now,
 		advanced: make(chan struct{}),
 		index:    dlq.NewIndex[string](lim), keys: make(map[string]uint64), mine: make(map[string]chan dlqApplied),
 	}, nil
@@ -53,11 +53,10 @@ type dlqStore struct {
 	c     *Channel
 	lim   dlq.Limits
 	topic string
-	sem   chan struct{} // one ensure at a time
+	start channel.StartOnce // declares the log and starts the reader, once (ensure)
 	now   func() time.Time
 
 	mu       sync.Mutex
-	reading  bool                       // the topic exists and the reader runs
 	next     int64                      // offset after the last record applied
 	advanced chan struct{}              // closed (and replaced) when next moves
 	index    *dlq.Index[string]         // tagged with their record keys
@@ -85,64 +84,45 @@ func (s *dlqStore) ensure(ctx context.Context) error {
 	if s.c.life.Err() != nil {
 		return channel.ErrClosed
 	}
-	s.mu.Lock()
-	reading := s.reading
-	s.mu.Unlock()
-	if reading {
-		return nil
-	}
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	s.mu.Lock()
-	reading = s.reading
-	s.mu.Unlock()
-	if reading {
-		return nil
-	}
-	rf := s.c.cfg.replication
-	if rf == 0 {
-		rf = -1
-	}
-	configs := s.c.cfg.topicConfigs(rf)
-	if configs == nil {
-		configs = make(map[string]*string)
-	}
-	compact := "compact"
-	configs["cleanup.policy"] = &compact
-	_, err := s.c.adm.CreateTopic(ctx, 1, rf, configs, s.topic)
-	switch {
-	case err == nil: // created with one partition
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		if err := s.checkPartitions(ctx); err != nil {
-			return err
+	return s.start.Do(ctx, func(ctx context.Context) error {
+		rf := s.c.cfg.replication
+		if rf == 0 {
+			rf = -1
 		}
-	default:
-		return fmt.Errorf("creating topic %s: %w", s.topic, err)
-	}
-	rd, err := kgo.NewClient(s.c.clientOpts(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxBytes(fetchMaxBytes), kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
-	)...)
-	if err != nil {
-		return fmt.Errorf("reading topic %s: %w", s.topic, err)
-	}
-	s.c.mu.Lock()
-	if s.c.closed {
+		configs := s.c.cfg.topicConfigs(rf)
+		if configs == nil {
+			configs = make(map[string]*string)
+		}
+		compact := "compact"
+		configs["cleanup.policy"] = &compact
+		_, err := s.c.adm.CreateTopic(ctx, 1, rf, configs, s.topic)
+		switch {
+		case err == nil: // created with one partition
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			if err := s.checkPartitions(ctx); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("creating topic %s: %w", s.topic, err)
+		}
+		rd, err := kgo.NewClient(s.c.clientOpts(
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {0: kgo.NewOffset().AtStart()}}),
+			kgo.FetchMaxBytes(fetchMaxBytes), kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
+		)...)
+		if err != nil {
+			return fmt.Errorf("reading topic %s: %w", s.topic, err)
+		}
+		s.c.mu.Lock()
+		if s.c.closed {
+			s.c.mu.Unlock()
+			rd.Close()
+			return channel.ErrClosed
+		}
+		s.c.wg.Add(1) // Close waits for the reader
 		s.c.mu.Unlock()
-		rd.Close()
-		return channel.ErrClosed
-	}
-	s.c.wg.Add(1) // Close waits for the reader
-	s.c.mu.Unlock()
-	s.mu.Lock()
-	s.reading = true
-	s.mu.Unlock()
-	go s.read(rd)
-	return nil
+		go s.read(rd)
+		return nil
+	})
 }
 
 // checkPartitions refuses an existing topic of more than one partition: records are

@@ -63,7 +63,7 @@ func (c *Channel) DLQStore(ctx context.Context, lim dlq.Limits) (dlq.Store, erro
 		return nil, err
 	}
 	s := &dlqStore{
-		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now, sem: make(chan struct{}, 1),
+		c: c, lim: lim, queue: DLQQueue(c.exchange), now: time.Now,
 		index: dlq.NewIndex[int64](lim), mine: make(map[string]chan dlqApplied),
 	}
 	if c.current() != nil {
@@ -102,10 +102,9 @@ type dlqStore struct {
 	lim   dlq.Limits
 	queue string
 	now   func() time.Time
-	sem   chan struct{} // one ensure at a time
+	start channel.StartOnce // declares the log and starts the reader, once (ensure)
 
 	mu      sync.Mutex
-	reading bool                       // the stream is declared and the reader runs
 	next    int64                      // offset after the last message applied
 	counted int64                      // bytes counted of the messages applied (body and dlqOverhead each)
 	index   *dlq.Index[int64]          // tagged with counted once each was applied
@@ -211,43 +210,24 @@ func (s *dlqStore) ensure(ctx context.Context) error {
 	if s.c.life.Err() != nil {
 		return channel.ErrClosed
 	}
-	s.mu.Lock()
-	reading := s.reading
-	s.mu.Unlock()
-	if reading {
-		return nil
-	}
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	s.mu.Lock()
-	reading = s.reading
-	s.mu.Unlock()
-	if reading {
-		return nil
-	}
-	sess, err := s.c.waitSession(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: not connected: %w", channel.ErrUnavailable, err)
-	}
-	if err := s.c.declareStream(sess.conn, s.queue, s.streamArgs()); err != nil {
-		return err
-	}
-	s.c.mu.Lock()
-	if s.c.closed {
+	return s.start.Do(ctx, func(ctx context.Context) error {
+		sess, err := s.c.waitSession(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: not connected: %w", channel.ErrUnavailable, err)
+		}
+		if err := s.c.declareStream(sess.conn, s.queue, s.streamArgs()); err != nil {
+			return err
+		}
+		s.c.mu.Lock()
+		if s.c.closed {
+			s.c.mu.Unlock()
+			return channel.ErrClosed
+		}
+		s.c.wg.Add(1) // Close waits for the reader
 		s.c.mu.Unlock()
-		return channel.ErrClosed
-	}
-	s.c.wg.Add(1) // Close waits for the reader
-	s.c.mu.Unlock()
-	s.mu.Lock()
-	s.reading = true
-	s.mu.Unlock()
-	go s.read()
-	return nil
+		go s.read()
+		return nil
+	})
 }
 
 // read applies the stream's messages to the index until the channel closes, consuming
